@@ -1,0 +1,1 @@
+"""What graders, solutions and benchmarks share: device set-up, references, inputs, tolerances."""

@@ -1,0 +1,26 @@
+"""The tolerance policy.
+
+A kernel may be at most FACTOR times as far from the float64 reference as plain PyTorch doing the
+same computation in the same low precision, plus a small floor relative to the size of the values.
+Because the allowance scales with the true values, an all-zero output never passes.
+"""
+
+import torch
+
+FACTOR = 2.0
+FLOOR = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
+def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    both_finite = torch.isfinite(ref) & torch.isfinite(out)
+    return _largest((out.double() - ref.double()).abs()[both_finite])
+
+
+def _largest(values: torch.Tensor) -> float:
+    return float(values.max()) if values.numel() else 0.0
+
+
+def allowed_error(ref: torch.Tensor, lowp: torch.Tensor, dtype: torch.dtype) -> float:
+    """The largest absolute error a kernel computing `ref` from `dtype` inputs may make."""
+    size = max(1.0, _largest(ref[torch.isfinite(ref)].abs()))
+    return FACTOR * max_error(lowp, ref) + FLOOR[dtype] * size

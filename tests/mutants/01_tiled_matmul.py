@@ -1,0 +1,14 @@
+from tests.mutants import Mutant
+
+MUTANTS = [
+    Mutant("k_tail_dropped", "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K + 1, BLOCK_K):",
+           fails=("ragged_shapes",), says="last K step"),
+    Mutant("store_unmasked_rows", "mask=(rows[:, None] < M) & (cols[None, :] < N))",
+           "mask=cols[None, :] < N)", fails=("ragged_shapes",), says="outside its tensor"),
+    Mutant("strides_ignored", "a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak",
+           "a_ptr + rows[:, None] * K + k[None, :]", fails=("transposed_views",), says="strides are ignored"),
+    Mutant("b_tile_transposed", "b_ptr + k[:, None] * stride_bk + cols[None, :] * stride_bn",
+           "b_ptr + k[:, None] * stride_bn + cols[None, :] * stride_bk", fails=("aligned_fp32",), says="every element"),
+    Mutant("grid_rows_only", "pid_n = tl.program_id(1)", "pid_n = 0",
+           fails=("many_tiles", "aligned_fp32"), says="NaN"),
+]

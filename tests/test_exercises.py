@@ -1,0 +1,50 @@
+"""The grader graded: solutions earn full points, skeletons zero, and every mutant loses points."""
+
+import shutil
+
+import pytest
+
+from grader.exercises import EXERCISES
+from grader.runner import ROOT, grade_exercise
+from grader.skeletons import expected_skeletons
+from tests.mutants import mutants_of
+
+SEED = 1234
+TIME_LIMIT = 60  # seconds per check; the solutions need a few
+CASES = [(ex, m) for ex in EXERCISES for m in mutants_of(ex.folder)]
+
+
+def _counted(results):
+    return [r for r in results if r.status != "needs a GPU"]
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.folder)
+def test_solution_earns_full_points(exercise):
+    results = grade_exercise(exercise, ROOT / "solutions", SEED, time_limit=TIME_LIMIT)
+    failed = {r.name: r.message for r in _counted(results) if r.status != "passed"}
+    assert not failed, failed
+    assert sum(r.earned for r in _counted(results)) > 0
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.folder)
+def test_untouched_skeleton_earns_zero(exercise):
+    results = grade_exercise(exercise, ROOT / "exercises", SEED, time_limit=TIME_LIMIT)
+    assert all(r.earned == 0 for r in results)
+    assert {r.status for r in _counted(results)} == {"not implemented"}, [r.message for r in results]
+    assert all("not implemented yet" in r.message for r in _counted(results))
+
+
+def test_skeletons_are_generated_from_solutions():
+    drift = [str(p) for p, text in expected_skeletons().items() if not p.exists() or p.read_text() != text]
+    assert not drift, f"run `make skeletons`: {drift}"
+
+
+@pytest.mark.parametrize("exercise,mutant", CASES, ids=lambda c: getattr(c, "name", getattr(c, "number", "")))
+def test_mutant_loses_points(exercise, mutant, tmp_path):
+    folder = tmp_path / exercise.folder
+    shutil.copytree(ROOT / "solutions" / exercise.folder, folder)
+    module = folder / f"{exercise.module}.py"
+    module.write_text(mutant.apply(module.read_text()))
+    for result in _counted(grade_exercise(exercise, tmp_path, SEED, time_limit=TIME_LIMIT, only=mutant.fails)):
+        assert result.status == "failed" and result.earned == 0, f"{result.name} passed mutant {mutant.name}"
+        assert mutant.says.lower() in result.message.lower(), result.message
