@@ -178,3 +178,18 @@ def span(flags: torch.Tensor) -> str:
     if idx == list(range(idx[0], idx[-1] + 1)):
         return f"{idx[0]}..{idx[-1]}" if len(idx) > 1 else str(idx[0])
     return ", ".join(map(str, idx[:10])) + (", ..." if len(idx) > 10 else "")
+
+
+def constant_factor(m: Mismatch):
+    """c when the output is c times the reference everywhere (c clearly not 1), else None.
+
+    A constant factor points at a missing or extra scale (sm_scale, log2(e), ln 2, a normalisation).
+    """
+    finite = torch.isfinite(m.ref) & torch.isfinite(m.out)
+    ref, out = m.ref[finite], m.out[finite]
+    if ref.numel() == 0 or float((ref * ref).sum()) == 0.0:
+        return None
+    c = float((out * ref).sum() / (ref * ref).sum())
+    if not math.isfinite(c) or abs(c - 1.0) < 1e-3:
+        return None
+    return c if bool(((out - c * ref).abs() <= m.tolerance * max(1.0, abs(c))).all()) else None

@@ -1,0 +1,83 @@
+"""Checks for exercise 02: safe softmax."""
+
+import torch
+
+from common import reference
+from common.compare import call, expect_close, expect_tensor, rows_wrong, span
+from grader.core import check
+
+BLOCK_GUESSES = (32, 64, 128, 256, 512)
+
+
+def _softmax_case(impl, ctx, x, what):
+    y = call(impl.softmax, x)
+    what = f"softmax of {what} [{x.shape[0]}, {x.shape[1]}] ({str(x.dtype)[6:]})"
+    expect_tensor(what, y, x.shape, x.dtype)
+    expect_close(what, y, reference.softmax(x), reference.softmax_lowp(x), x.dtype, blocks=(1, 128),
+                 suspects=_suspects(x), diagnose=diagnose_softmax)
+
+
+def _suspects(x):
+    """What common bugs output: a sum over the first column block only; no max subtracted."""
+    x64 = x.double()
+    suspects = {}
+    for block in BLOCK_GUESSES:
+        if block < x.shape[1]:
+            shifted = torch.exp(x64 - x64.max(-1, keepdim=True).values)
+            suspects[f"the sum (or max) covers only the first block of {block} columns: loop over all "
+                     "column blocks in every pass"] = shifted / shifted[:, :block].sum(-1, keepdim=True)
+    return suspects
+
+
+def diagnose_softmax(m):
+    nan_rows = torch.isnan(m.out).any(-1)
+    empty_rows = torch.isneginf(m.ref).all(-1) | (m.ref == 0).all(-1)
+    if (nan_rows & empty_rows).any():
+        return (f"rows {span(nan_rows & empty_rows)} are entirely -inf and came out NaN: with m = -inf, "
+                "exp(x - m) is exp(nan); shift by 0 when m is -inf and divide by 1 when the sum is 0")
+    if nan_rows.any():
+        return (f"rows {span(nan_rows)} contain NaN: exp of large inputs overflows to inf unless the row max "
+                "is subtracted first (inf / inf = NaN)")
+    return f"wrong rows: {span(rows_wrong(m, -2))}; wrong columns: {span(rows_wrong(m, -1))}"
+
+
+@check(points=2)
+def short_rows(impl, ctx):
+    """rows shorter than one block, including a column-strided view"""
+    _softmax_case(impl, ctx, ctx.randn((8, 50), torch.float32, "short"), "x")
+    wide = ctx.randn((6, 2 * 77), torch.float32, "strided")
+    _softmax_case(impl, ctx, wide[:, ::2], "every other column of x")
+
+
+@check(points=3)
+def long_rows(impl, ctx):
+    """rows spanning several column blocks, lengths not multiples of the block"""
+    for i, cols in enumerate((1000, 129, 4097 if ctx.gpu else 257)):
+        _softmax_case(impl, ctx, ctx.randn((5, cols), torch.float32, f"long{i}", scale=3.0), "x")
+
+
+@check(points=2)
+def large_values(impl, ctx):
+    """inputs near 1000 (exp would overflow without subtracting the max), fp32 and fp16"""
+    for dtype in (torch.float32, torch.float16):
+        x = (ctx.randn((4, 300), torch.float32, f"large{dtype}", scale=2.0) + 1000).to(dtype)
+        _softmax_case(impl, ctx, x, "x + 1000")
+
+
+@check(points=1)
+def fp16_io(impl, ctx):
+    """float16 in and out"""
+    _softmax_case(impl, ctx, ctx.randn((16, 700), torch.float16, "fp16", scale=4.0), "x")
+
+
+@check(points=2)
+def negative_infinity(impl, ctx):
+    """-inf entries get probability 0; an all -inf row gives zeros, not NaN"""
+    x = ctx.randn((4, 200), torch.float32, "ninf")
+    x[0, 100:] = float("-inf")  # a masked tail
+    x[1, ::3] = float("-inf")
+    x[2] = float("-inf")  # nothing to attend to
+    _softmax_case(impl, ctx, x, "x with -inf entries")
+
+
+CHECKS = [short_rows, long_rows, large_values, fp16_io, negative_infinity]

@@ -1,0 +1,87 @@
+"""The grader survives hostile and broken student code, and its outputs are well-formed."""
+
+import json
+import textwrap
+
+import pytest
+
+from grader.__main__ import main as grade_main
+from grader.exercises import find
+from grader.runner import ROOT, grade_exercise
+
+HOSTILE_MATMUL = textwrap.dedent('''
+    import os, signal, time
+    import torch
+
+    def matmul(a, b):
+        if a.shape == (128, 128):      # aligned_fp32: never returns
+            while True:
+                time.sleep(0.1)
+        if a.shape == (100, 70):       # ragged_shapes: kills the process
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if a.shape == (96, 200):       # fp16_inputs: wrong shape
+            return torch.zeros(3, 3, dtype=a.dtype)
+        if a.shape == (70, 90):        # transposed_views: leaves the output unwritten
+            return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+        return (a.double() @ b.double()).to(a.dtype)
+''')
+
+
+@pytest.fixture
+def hostile_course(tmp_path):
+    folder = tmp_path / "01_tiled_matmul"
+    folder.mkdir()
+    (folder / "matmul.py").write_text(HOSTILE_MATMUL)
+    return tmp_path
+
+
+def test_hang_crash_and_wrong_outputs_are_contained(hostile_course):
+    results = {r.name: r for r in grade_exercise(find("01"), hostile_course, seed=7, time_limit=10)}
+    assert "timed out after 10 s" in results["aligned_fp32"].message
+    assert "SIGSEGV" in results["ragged_shapes"].message
+    assert "has shape (3, 3), expected (96, 80)" in results["fp16_inputs"].message
+    assert "NaN" in results["transposed_views"].message and "never written" in results["transposed_views"].message
+    assert results["many_tiles"].status == "passed"  # graded after the hang and the crash
+    assert sum(r.earned for r in results.values()) == results["many_tiles"].points
+
+
+def test_syntax_error_costs_every_check_with_its_line(tmp_path):
+    (tmp_path / "02_safe_softmax").mkdir()
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("def softmax(x):\n    return x +\n")
+    results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)
+    assert all(r.earned == 0 and "line 2: SyntaxError" in r.message for r in results)
+
+
+def test_missing_function_is_named(tmp_path):
+    (tmp_path / "02_safe_softmax").mkdir()
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("def soft_max(x):\n    return x\n")
+    results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)
+    assert all("does not define softmax()" in r.message for r in results)
+
+
+def test_cli_grades_other_exercises_after_a_crash_and_writes_gradescope_json(hostile_course, tmp_path, capsys):
+    (hostile_course / "03_online_softmax").symlink_to(ROOT / "solutions" / "03_online_softmax")
+    out = tmp_path / "results.json"
+    assert grade_main(["01", "03", "--target", str(hostile_course), "--seed", "5",
+                       "--time-limit", "10", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Seed: 5" in printed and "Summary" in printed
+    data = json.loads(out.read_text())
+    assert set(data) >= {"score", "execution_time", "output", "visibility", "stdout_visibility", "tests"}
+    tests = {t["name"]: t for t in data["tests"]}
+    assert tests["03 online softmax: long_rows"]["status"] == "passed"
+    assert tests["01 tiled matmul: ragged_shapes"]["score"] == 0
+    for t in data["tests"]:
+        assert set(t) >= {"name", "score", "max_score", "status", "output", "visibility", "number"}
+        assert t["status"] in ("passed", "failed") and 0 <= t["score"] <= t["max_score"]
+    assert data["score"] == sum(t["score"] for t in data["tests"]) == 10 + 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["99"], "no exercise '99'"),
+    (["01", "--target", "/nonexistent/course"], "is not a directory"),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        grade_main(argv)
+    assert message in str(exc.value)
