@@ -1,6 +1,6 @@
 # The course's commands. `make grade EX=01` and `make test` work on a fresh clone: where torch,
-# triton, numpy, pytest (and, for the notebook path, nbgrader) are not importable, the first run
-# builds .venv with the pinned versions of requirements.txt.
+# triton, numpy and pytest are not importable, the first run builds .venv with the pinned
+# versions of requirements.txt (nbgrader included).
 
 EX ?=
 TARGET ?= exercises
@@ -9,7 +9,8 @@ JSON ?=
 COURSE ?= build/course
 
 # Use the Python that already has the course's packages (a GPU box, the container); else .venv.
-HAVE_PACKAGES := $(shell python3 -c "import torch, triton, numpy, pytest, nbgrader" >/dev/null 2>&1 && echo yes)
+# nbgrader is only needed by release/autograde and their test, which say so when it is missing.
+HAVE_PACKAGES := $(shell python3 -c "import torch, triton, numpy, pytest" >/dev/null 2>&1 && echo yes)
 ifeq ($(HAVE_PACKAGES),yes)
 PYTHON := python3
 SETUP :=
@@ -18,12 +19,13 @@ PYTHON := .venv/bin/python
 SETUP := .venv/.installed
 endif
 
-.PHONY: grade test skeletons doctor release autograde clean help
+.PHONY: grade test skeletons doctor bench release autograde clean help
 
 help:
 	@echo "make grade EX=01 [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json]   grade exercises"
 	@echo "make test          the project's own tests (CPU, Triton interpreter)"
 	@echo "make doctor        report the environment and known-broken version pairs"
+	@echo "make bench [TARGET=solutions]   time exercises 04-07 against torch SDPA (GPU only)"
 	@echo "make skeletons     regenerate exercises/*/*.py from solutions/"
 	@echo "make release       build the nbgrader course in $(COURSE) and generate the student notebooks"
 	@echo "make autograde     autograde $(COURSE)/submitted, write grades.csv and feedback"
@@ -39,7 +41,10 @@ grade: $(SETUP)
 	$(PYTHON) -m grader $(EX) --target $(TARGET) $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON))
 
 test: $(SETUP)
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest tests $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n 2")
+
+bench: $(SETUP)
+	$(PYTHON) -m common.benchmark --target $(TARGET)
 
 skeletons: $(SETUP)
 	$(PYTHON) -m grader.skeletons
