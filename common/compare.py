@@ -117,7 +117,8 @@ def _tile_summary(m: Mismatch) -> str:
 def expect_close(what, out, ref, lowp, dtype, blocks=(64, 64), suspects=None, diagnose=None):
     """Fail with a diagnosis unless `out` is within the tolerance policy of `ref`.
 
-    ref is the float64 reference, lowp the same computation by plain PyTorch in `dtype`.
+    ref is the float64 reference, lowp the same computation by plain PyTorch; `dtype` is the
+    precision of the output (it sets the tolerance floor: float32 for lse, whatever the inputs).
     suspects maps a likely cause ("the scale is applied twice") to what a kernel with that bug
     would output; diagnose(mismatch) may return extra, exercise-specific advice.
     """
