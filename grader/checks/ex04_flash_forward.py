@@ -57,7 +57,7 @@ class _Case:
 
 # ----------------------------------------------------------------------------- what known bugs output
 def _attention(q, k, v, scale, visible):
-    """float64 attention of the first N keys' scores, with `visible` [N, N_k] choosing the keys."""
+    """float64 attention in which `visible` [N, N_k] says which keys each query sees."""
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     s = s.masked_fill(~visible.to(s.device), -math.inf)
     return torch.softmax(s, dim=-1) @ v.double()
@@ -80,6 +80,10 @@ def _o_suspects(case):
         "sm_scale is never applied to the scores (use qk_scale, which includes it)": _attention(q, k, v, LOG2E, see),
         "sm_scale is applied twice": _attention(q, k, v, scale * scale, see),
     }
+    if not all(t.is_contiguous() for t in (q, k, v)):
+        dense = [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride()) for t in (q, k, v)]
+        out["the strides are ignored: q, k, v are read as if contiguous [B, H, N, d]; address q[b, h, n, c] as "
+            "q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = _attention(*dense, scale, see)
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper "
             "passes"] = _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
@@ -178,7 +182,7 @@ def _probe(case):
     if (got - ref).abs().max() <= WEIGHT_TOL:
         return ("the attention weights are right (probed with a one-hot V), so the error is in how V is read "
                 "or o is written: check V's pointers and strides and the store of o")
-    return _weight_map(got, ref, width) + "\n" + _classify(case, got, ref)
+    return _classify(case, got, ref, width) + "\n" + _weight_map(got, ref, width)
 
 
 def _weight_map(got, ref, width):
@@ -203,25 +207,30 @@ def _weight_map(got, ref, width):
     return "\n".join(lines)
 
 
-def _classify(case, got, ref):
-    N, width = got.shape[-2], -(-got.shape[-2] // got.shape[-1])
+def _classify(case, got, ref, width):
+    N = got.shape[-2]
     if got.isnan().any():
         return _NAN
     total = got.sum(-1)
+    if (total < 1 - WEIGHT_TOL).any():
+        too_large_l = ("l_i grows too fast: whenever the running max grows, rescale l_i by alpha = "
+                       "exp2(m_old - m_new), like acc")
+        if case.causal or N % BLOCK_GUESSES[0] == 0:
+            return f"the weights sum to less than 1: {too_large_l}"
+        return ("the weights of the real keys sum to less than 1: weight leaks to padded keys j >= N (set their "
+                f"scores to -inf), or {too_large_l}")
+    if (total > 1 + WEIGHT_TOL).any():
+        return ("the weights sum to more than 1: acc and l_i disagree. Whenever the running max grows, rescale "
+                "both acc and l_i by alpha = exp2(m_old - m_new)")
     if case.causal:
+        if ((got - ref) > WEIGHT_TOL)[..., ref.amax(tuple(range(ref.dim() - 2))) == 0].any():
+            return ("keys right of the diagonal (j > i) get weight: the causal mask is missing or wrong (or V rows "
+                    "are read from the wrong place)")
         rows = torch.arange(N)[:, None]
         left = torch.arange(got.shape[-1])[None, :] * width + width <= rows // ROWS * ROWS  # ranges left of the block
         if ((ref - got) > WEIGHT_TOL)[..., left].any():
             return ("rows get too little weight from keys left of their diagonal block: in causal mode visit every "
                     "key block left of the diagonal (unmasked), then the diagonal block (masked)")
-        if ((got - ref) > WEIGHT_TOL)[..., ref.amax(tuple(range(ref.dim() - 2))) == 0].any():
-            return "keys right of the diagonal (j > i) get weight: the causal mask is missing or wrong"
-    if (total < 1 - WEIGHT_TOL).any():
-        return ("the weights of the real keys sum to less than 1: weight leaks to padded keys j >= N; set their "
-                "scores to -inf")
-    if (total > 1 + WEIGHT_TOL).any():
-        return ("the weights sum to more than 1: acc and l_i disagree. Whenever the running max grows, rescale "
-                "both acc and l_i by alpha = exp2(m_old - m_new)")
     return ("the weights sum to 1 but are spread wrongly: check the scale (exp2 with qk_scale = sm_scale * "
             "log2(e)) and the rescale of acc and l_i by alpha = exp2(m_old - m_new) whenever the max grows")
 

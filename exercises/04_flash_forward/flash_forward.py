@@ -1,0 +1,162 @@
+"""Exercise 04: the FlashAttention forward pass in Triton.
+
+    o, lse = flash_attention_forward(q, k, v, causal=False, sm_scale=None)
+
+q, k, v are [B, H, N, d] with any strides. One program computes one block of BLOCK_M query rows of
+one (batch, head): it keeps that Q block on chip, streams K and V through in blocks of BLOCK_N keys,
+and folds each block into the running softmax statistics (m_i, l_i) and the fp32 accumulator acc
+(online softmax). Nothing of size N x N is ever written to memory.
+
+Conventions (shared with exercises 06 and 07, which consume lse):
+  - scores s = (q @ k^T) * sm_scale, sm_scale defaults to 1/sqrt(d);
+  - causal: query i sees keys j <= i;
+  - lse[b, h, i] = natural-log log-sum-exp of row i of s, float32 [B, H, N].
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from common import env
+
+LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
+
+# The interpreter runs every program one after the other on the CPU: one fixed, small config.
+# BLOCK_M is a multiple of BLOCK_N (the causal diagonal stage relies on it), as in every GPU config.
+INTERPRET_BLOCK_M = 64
+INTERPRET_BLOCK_N = 32
+
+
+@triton.jit
+def _attn_fwd_inner(
+    acc, l_i, m_i, q,  # running state of this query block, and the Q block itself
+    k_base, v_base,  # K and V of this (batch, head)
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    offs_m, offs_d,  # query row indices [BLOCK_M], head-dim indices [HEAD_DIM]
+    lo, hi,  # the key range [lo, hi) this call visits, lo a multiple of BLOCK_N
+    N, qk_scale,
+    BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr,  # False: every key of [lo, hi) is visible to every row: no mask at all
+    CAUSAL: tl.constexpr,  # with MASKED: also hide keys j > i
+):
+    """Fold the key blocks of [lo, hi) into (acc, l_i, m_i) and return the new state.
+
+    Scores are kept in base-2 units: s2 = (q @ k^T) * qk_scale with qk_scale = sm_scale * log2(e),
+    so exp2(s2 - m) equals exp(s - m / log2(e)). For each key block:
+      1. load K^T [HEAD_DIM, BLOCK_N] and compute s2 [BLOCK_M, BLOCK_N] in fp32;
+      2. if MASKED: set to -inf the keys j >= N and (if CAUSAL) the keys j > i;
+      3. m_new = max(m_i, row max of s2); p = exp2(s2 - m_new);
+      4. alpha = exp2(m_i - m_new) rescales what was summed under the old maximum:
+         l_i = l_i * alpha + row sum of p;  acc = acc * alpha + p @ V  (p cast to V's dtype);
+      5. m_i = m_new.
+    """
+    # TODO: your code here (the lesson, README.md, says what to do)
+    tl.static_assert(False, "not implemented yet: _attn_fwd_inner")
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(
+    q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
+    stride_qb, stride_qh, stride_qn, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_ob, stride_oh, stride_on, stride_od,
+    H, N, qk_scale,
+    HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """One program: query rows [start_m * BLOCK_M, (start_m + 1) * BLOCK_M) of one (batch, head).
+
+    Grid: (cdiv(N, BLOCK_M), B * H); program_id(0) is the query block, program_id(1) = b * H + h.
+    lse is contiguous [B, H, N]. BLOCK_M is a multiple of BLOCK_N.
+
+      1. offsets of this (batch, head) in 64-bit; load the Q block (rows >= N masked to 0);
+      2. m_i = -inf, l_i = 0, acc = 0 (fp32);
+      3. visit the key blocks with _attn_fwd_inner in two stages:
+           non-causal: the full key blocks [0, N // BLOCK_N * BLOCK_N) unmasked, then the ragged
+                       tail [.., N) masked;
+           causal:     the blocks left of the diagonal [0, start_m * BLOCK_M) unmasked, then the
+                       diagonal [start_m * BLOCK_M, min((start_m + 1) * BLOCK_M, N)) masked;
+                       blocks right of the diagonal are skipped (fully hidden);
+      4. o = acc / l_i, stored in o's dtype; lse = (m_i + log2(l_i)) * ln(2); store rows < N only.
+    """
+    # TODO: your code here (the lesson, README.md, says what to do)
+    tl.static_assert(False, "not implemented yet: _attn_fwd")
+
+
+# ----------------------------------------------------------------------------- GPU autotuning
+def _prune_configs(configs, named_args, **kwargs):
+    """Keep BLOCK_N <= BLOCK_M (the causal split needs BLOCK_M % BLOCK_N == 0) and tiles whose
+    pipelined K/V buffers fit in this GPU's shared memory (consumer cards have ~100 KB). Short
+    sequences (few query blocks) only try BLOCK_M = 64, which also keeps their tuning quick."""
+    head_dim = kwargs["HEAD_DIM"]
+    if named_args["N"] < 512:
+        configs = [c for c in configs if c.kwargs["BLOCK_M"] == 64]
+    elem = named_args["q_ptr"].element_size()
+    smem = torch.cuda.get_device_properties(named_args["q_ptr"].device).shared_memory_per_block_optin
+    kept = []
+    for c in configs:
+        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+        need = (bm * head_dim + 2 * c.num_stages * bn * head_dim) * elem
+        if bn <= bm and need <= smem:
+            kept.append(c)
+    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * c.num_stages)]
+
+
+_GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    for bm, bn, w, s in [
+        (64, 32, 4, 3),
+        (64, 64, 4, 3),
+        (128, 32, 4, 3),
+        (128, 64, 4, 3),
+        (128, 64, 8, 3),
+        (128, 64, 4, 4),
+        (128, 128, 8, 2),
+        (128, 128, 8, 3),
+    ]
+]
+
+_attn_fwd_tuned = triton.autotune(
+    configs=_GPU_CONFIGS,
+    key=["N", "HEAD_DIM", "CAUSAL"],
+    prune_configs_by={"early_config_prune": _prune_configs},
+)(_attn_fwd)
+
+
+# ----------------------------------------------------------------------------- host wrapper
+def flash_attention_forward(q, k, v, causal=False, sm_scale=None):
+    """(o, lse): o [B, H, N, d] in q's dtype, lse float32 [B, H, N] (natural log, scaled scores)."""
+    if not (q.dim() == k.dim() == v.dim() == 4):
+        raise ValueError(f"q, k, v must be [B, H, N, d]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if not (q.shape == k.shape == v.shape):
+        raise ValueError(f"q, k, v must have the same shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"q, k, v must share one dtype among fp16, bf16, fp32; got {q.dtype}, {k.dtype}, {v.dtype}")
+    B, H, N, d = q.shape
+    if d not in (16, 32, 64, 128):
+        raise ValueError(f"head dim d must be 16, 32, 64 or 128; got {d}")
+    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+
+    o = torch.empty((B, H, N, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
+    if B * H * N == 0:
+        return o, lse
+
+    args = (
+        q, k, v, o, lse,
+        *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+        H, N, sm_scale * LOG2E,
+    )
+    if env.interpreting():
+        grid = (triton.cdiv(N, INTERPRET_BLOCK_M), B * H)
+        _attn_fwd[grid](*args, HEAD_DIM=d, CAUSAL=causal, BLOCK_M=INTERPRET_BLOCK_M, BLOCK_N=INTERPRET_BLOCK_N)
+    else:
+        grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
+        _attn_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
+    return o, lse
