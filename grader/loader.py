@@ -31,9 +31,16 @@ def load_module(path: Path):
 def load_sibling(anchor: str, folder: str, module: str):
     """The module `folder/module.py` next to the exercise folder holding the file `anchor`.
 
-    Exercise 07 uses it to reach the student's own exercises 04-06, wherever the course lives.
+    Exercise 07 uses it to reach the student's own exercises 04-06, wherever the course lives. In
+    the notebooks (grader.notebooks) the sibling is `folder/folder.ipynb`: its code cells are loaded.
     """
-    return load_module(Path(anchor).resolve().parent.parent / folder / f"{module}.py")
+    path = Path(anchor).resolve().parent.parent / folder / f"{module}.py"
+    notebook = path.with_name(f"{folder}.ipynb")
+    if not path.exists() and notebook.exists():
+        from grader.notebooks import notebook_as_module
+
+        path = notebook_as_module(notebook, module)
+    return load_module(path)
 
 
 class Implementation:

@@ -62,7 +62,7 @@ def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=No
                    "--target", str(Path(target).resolve()), "--seed", str(seed),
                    "--results", str(events_path), "--skip", ",".join(results)]
             proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=2,  # student prints go to stderr
-                                    env=os.environ | {"PYTHONPATH": str(ROOT)})
+                                    env=os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
             started, running, timed_out = time.monotonic(), None, False
             while proc.poll() is None:
                 time.sleep(0.1)

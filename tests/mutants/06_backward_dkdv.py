@@ -1,0 +1,28 @@
+from tests.mutants import Mutant
+
+MUTANTS = [
+    # Triton's tutorial bug: the causal mask applied whatever `causal` says.
+    Mutant("noncausal_masked", "start_m, offs_n, offs_d, N, qk_scale, BLOCK_M, False)",
+           "start_m, offs_n, offs_d, N, qk_scale, BLOCK_M, True)",
+           fails=("aligned", "ragged"), says="causal=False"),
+    Mutant("dk_scale_missing", "dk *= sm_scale\n", "dk *= 1.0\n", fails=("aligned", "causal_many_blocks"),
+           says="sm_scale is missing on dK"),
+    Mutant("delta_not_subtracted", "dsT = pT * (dpT - delta[None, :])", "dsT = pT * dpT",
+           fails=("aligned", "causal_many_blocks"), says="delta is not subtracted"),
+    Mutant("diagonal_unmasked", "start_m, offs_n, offs_d, N, qk_scale, BLOCK_M, True)",
+           "start_m, offs_n, offs_d, N, qk_scale, BLOCK_M, False)",
+           fails=("causal_one_block", "causal_many_blocks"), says="diagonal"),
+    Mutant("diagonal_skipped", "for start_m in range(start_n, start_n + BLOCK_N, BLOCK_M):",
+           "for start_m in range(start_n + BLOCK_N, start_n + BLOCK_N, BLOCK_M):",
+           fails=("causal_one_block", "causal_many_blocks"), says="diagonal"),
+    # Triton's tutorial limitation: num_steps = (N - start_m) // BLOCK_M drops the partial last block.
+    Mutant("ragged_tail_dropped", "for start_m in range(lo, N, BLOCK_M):",
+           "for start_m in range(lo, N - BLOCK_M + 1, BLOCK_M):", fails=("ragged",), says="last query block"),
+    Mutant("lse_not_converted", "lse[None, :] * LOG2E)", "lse[None, :])", fails=("aligned", "causal_many_blocks"),
+           says="natural-log"),
+    Mutant("mask_hides_diagonal", "offs_m[None, :] >= offs_n[:, None]", "offs_m[None, :] > offs_n[:, None]",
+           fails=("causal_one_block", "causal_many_blocks"), says="diagonal"),
+    Mutant("strides_ignored", "*q.stride(), *k.stride(), *v.stride(), *do.stride(),",
+           "*dk.stride(), *dk.stride(), *dk.stride(), *dk.stride(),", fails=("strided_inputs",),
+           says="strides are ignored"),
+]

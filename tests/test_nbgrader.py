@@ -1,0 +1,155 @@
+"""The nbgrader path end to end: release the course, let a small class submit, autograde, read grades.csv.
+
+Every exercise is released and checked for leaked solutions; only exercises 01 and 03 are graded
+here (each graded notebook starts a kernel that imports torch and triton: the whole class on all
+seven exercises would take minutes on CI's two CPU cores).
+"""
+
+import csv
+import html
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grader.exercises import EXERCISES, find
+from grader.runner import ROOT, grade_exercise
+from grader.skeletons import BEGIN, END, expected_skeletons
+from tests.mutants import mutants_of
+
+GRADED = [find("01"), find("03")]
+BUG = next(m for m in mutants_of("01_tiled_matmul") if m.name == "strides_ignored")
+
+
+def _require_nbgrader():
+    if importlib.util.find_spec("nbgrader") is None:
+        message = "nbgrader is not installed (pip install nbgrader==0.9.6 ipykernel)"
+        if os.environ.get("COURSE_REQUIRE_NBGRADER") == "1":
+            pytest.fail(f"{message}, and COURSE_REQUIRE_NBGRADER=1 requires it", pytrace=False)
+        pytest.skip(message)
+
+
+def _run(*args):
+    """Run `python -m <args>` from the repository; return (exit status, stdout + stderr)."""
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _read(path):
+    import nbformat
+
+    return nbformat.read(path, as_version=4)
+
+
+def _write(nb, path):
+    import nbformat
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    _require_nbgrader()
+    course = tmp_path_factory.mktemp("course")
+    status, output = _run("grader.nbgrader", "release", "--course", str(course))
+    assert status == 0, output
+    return course
+
+
+def test_autograde_a_small_class(course, bug_points):
+    """alice submits the solutions (with a test cell deleted), bob the untouched release, carol
+    exercise 01 with a planted bug, dave exercise 03 with a line that kills the kernel."""
+    for exercise in GRADED:
+        name = f"{exercise.folder}/{exercise.folder}.ipynb"
+        solution = _read(course / "source" / name)
+        if exercise.number == "01":
+            solution.cells.remove(next(c for c in solution.cells if c.metadata.get("nbgrader", {}).get("grade")))
+        _write(solution, course / "submitted/alice" / name)
+        shutil.copytree(course / "release" / exercise.folder, course / "submitted/bob" / exercise.folder)
+    _write(_planted(course, "01_tiled_matmul", BUG.old, BUG.new), course / "submitted/carol/01_tiled_matmul/01_tiled_matmul.ipynb")
+    killer = _planted(course, "03_online_softmax", "import torch\n", "import torch\nimport os\nos._exit(1)\n")
+    _write(killer, course / "submitted/dave/03_online_softmax/03_online_softmax.ipynb")
+
+    status, output = _run("grader.nbgrader", "autograde", "--course", str(course))
+
+    full = {ex.folder: ex.points for ex in GRADED}
+    expected = {("alice", f): p for f, p in full.items()} | {("carol", "01_tiled_matmul"): bug_points}
+    assert 0 < bug_points < full["01_tiled_matmul"]
+    rows = list(csv.DictReader((course / "grades.csv").open()))
+    graded = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows if r["assignment"] in full}
+    assert graded == {(s, f): expected.get((s, f), 0.0) for s in ("alice", "bob", "carol", "dave") for f in full}, output
+    assert {r["assignment"] for r in rows} == {ex.folder for ex in EXERCISES}
+    assert status == 1 and "NOT GRADED: dave, 03_online_softmax" in output, output
+    feedback = html.unescape((course / "feedback/carol/01_tiled_matmul/01_tiled_matmul.html").read_text())
+    assert BUG.says in feedback and "[FAIL]" in feedback
+
+
+def _planted(course, folder, old, new):
+    """The source notebook of `folder` with `old` replaced by `new` in the one cell holding it."""
+    nb = _read(course / "source" / folder / f"{folder}.ipynb")
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and old in c.source]
+    cell.source = cell.source.replace(old, new)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def bug_points(tmp_path_factory):
+    """What `make grade` gives the solution of 01 with the planted bug, on the notebooks' inputs."""
+    from grader.notebooks import SEED
+
+    target = tmp_path_factory.mktemp("bug")
+    shutil.copytree(ROOT / "solutions" / "01_tiled_matmul", target / "01_tiled_matmul")
+    module = target / "01_tiled_matmul" / "matmul.py"
+    module.write_text(BUG.apply(module.read_text()))
+    return sum(r.earned for r in grade_exercise(find("01"), target, SEED, time_limit=60))
+
+
+def test_release_holds_no_solution_code(course):
+    secret = set()
+    for solution in (ROOT / "solutions").glob("*/*.py"):
+        secret |= _solution_lines(solution.read_text())
+    given = {line.strip() for text in expected_skeletons().values() for line in text.splitlines()}
+    secret -= given  # lines that also occur outside the regions are given to students anyway
+    for notebook in (course / "release").glob("*/*.ipynb"):
+        code = [line.strip() for c in _read(notebook).cells if c.cell_type == "code" for line in c.source.splitlines()]
+        leaked = secret.intersection(code)
+        assert not leaked, f"{notebook.name} holds solution lines: {sorted(leaked)[:5]}"
+    assert sorted(p.name for p in (course / "release").glob("*/*")) == sorted(f"{ex.folder}.ipynb" for ex in EXERCISES)
+
+
+def _solution_lines(source):
+    lines, inside = set(), False
+    for line in source.splitlines():
+        marker = line.strip()
+        if marker in (BEGIN, END):
+            inside = marker == BEGIN
+        elif inside and marker:
+            lines.add(marker)
+    return lines
+
+
+def test_kernels_get_compilable_stubs(course):
+    cells = _read(course / "release/01_tiled_matmul/01_tiled_matmul.ipynb").cells
+    kernel = next(c.source for c in cells if "@triton.jit" in c.source)
+    assert 'tl.static_assert(False, "not implemented yet: matmul_kernel")' in kernel
+    assert "raise NotImplementedError()" not in "".join(c.source for c in cells)
+
+
+def test_execute_command_prints_each_test_cell(course):
+    status, output = _run("grader.notebooks", str(course / "source/03_online_softmax/03_online_softmax.ipynb"))
+    assert status == 0, output
+    points = find("03").points
+    assert "03_online_softmax-long_rows: 3/3" in output and f"Total: {points:g}/{points:g}" in output
+
+
+def test_clear_errors_before_release_and_without_submissions(tmp_path, course):
+    status, output = _run("grader.nbgrader", "autograde", "--course", str(tmp_path))
+    assert status != 0 and "run `python -m grader.nbgrader release" in output
+    empty = tmp_path / "empty"
+    shutil.copytree(course, empty, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
+    status, output = _run("grader.nbgrader", "autograde", "--course", str(empty))
+    assert status != 0 and "nothing to grade" in output
