@@ -9,15 +9,15 @@ tmp=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -m grader.doctor; } > "$out/grade.txt" 2>&1
 for ex in 01 02 03 04 05 06 07; do
-  timeout 170 python3 -m grader "$ex" --target solutions --seed 2026 --json "$tmp/sol-$ex.json" > "$tmp/sol-$ex.txt" 2>&1 &
+  timeout ${GRADE_LIMIT:-170} python3 -m grader "$ex" --target solutions --seed 2026 --json "$tmp/sol-$ex.json" > "$tmp/sol-$ex.txt" 2>&1 &
 done
-timeout 170 python3 -m grader --target exercises --seed 2026 > "$tmp/skeletons.txt" 2>&1 &
-timeout 170 python3 -m grader.notebooks build/course/source/01_tiled_matmul/*.ipynb \
+timeout ${GRADE_LIMIT:-170} python3 -m grader --target exercises --seed 2026 > "$tmp/skeletons.txt" 2>&1 &
+timeout ${GRADE_LIMIT:-170} python3 -m grader.notebooks build/course/source/01_tiled_matmul/*.ipynb \
   build/course/source/05_backward_preprocess/*.ipynb > "$out/notebooks.txt" 2>&1 &
 wait
 cat "$tmp"/sol-*.txt "$tmp/skeletons.txt" >> "$out/grade.txt"
 python3 -c "import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]], indent=1))" "$tmp"/sol-*.json > "$out/results-solutions.json"
-timeout 80 python3 -m common.benchmark --target solutions > "$out/bench.txt" 2>&1
+timeout ${BENCH_LIMIT:-80} python3 -m common.benchmark --target solutions > "$out/bench.txt" 2>&1
 echo "== grades (solutions, then skeletons)"; grep -E "^Exercise|Total|FAIL|^  [0-9]{2} " "$out/grade.txt"
 echo "== notebooks"; grep -E "^==|^Total|^!!" "$out/notebooks.txt"
 echo "== benchmark"; cat "$out/bench.txt"
