@@ -27,6 +27,7 @@ import triton
 import triton.language as tl
 
 from common.env import interpreting
+from common.shapes import check_attention_tensors, check_row_statistics
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -135,27 +136,14 @@ _attn_bwd_dkdv_tuned = triton.autotune(
 
 
 # ----------------------------------------------------------------------------- host wrapper
-def _check_inputs(q, k, v, do, lse, delta):
-    if not (q.dim() == 4 and q.shape == k.shape == v.shape == do.shape):
-        raise ValueError("q, k, v, do must all be [B, H, N, d]; got "
-                         + ", ".join(str(tuple(t.shape)) for t in (q, k, v, do)))
-    if not (q.dtype == k.dtype == v.dtype == do.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(f"q, k, v, do must share one dtype among fp16, bf16, fp32; got "
-                         f"{q.dtype}, {k.dtype}, {v.dtype}, {do.dtype}")
-    if q.shape[-1] not in (16, 32, 64, 128):
-        raise ValueError(f"head dim d must be 16, 32, 64 or 128; got {q.shape[-1]}")
-    for name, t in (("lse", lse), ("delta", delta)):
-        if t.shape != q.shape[:3] or t.dtype != torch.float32:
-            raise ValueError(f"{name} must be float32 [B, H, N] = {tuple(q.shape[:3])}; got {t.dtype} {tuple(t.shape)}")
-
-
 def attention_backward_dkdv(q, k, v, do, lse, delta, causal=False, sm_scale=None):
     """(dk, dv), each [B, H, N, d] in q's dtype, for q, k, v, do [B, H, N, d] with any strides.
 
     lse: float32 [B, H, N], natural-log log-sum-exp of the scaled scores (exercise 04's output);
     delta: float32 [B, H, N], rowsum(dO * O) (exercise 05's output).
     """
-    _check_inputs(q, k, v, do, lse, delta)
+    check_attention_tensors(q=q, k=k, v=v, do=do)
+    check_row_statistics(q, lse=lse, delta=delta)
     B, H, N, d = q.shape
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
     lse, delta = lse.contiguous(), delta.contiguous()

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from common import env
+from common.shapes import check_attention_tensors
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -201,15 +202,8 @@ _attn_fwd_tuned = triton.autotune(
 # ----------------------------------------------------------------------------- host wrapper
 def flash_attention_forward(q, k, v, causal=False, sm_scale=None):
     """(o, lse): o [B, H, N, d] in q's dtype, lse float32 [B, H, N] (natural log, scaled scores)."""
-    if not (q.dim() == k.dim() == v.dim() == 4):
-        raise ValueError(f"q, k, v must be [B, H, N, d]; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if not (q.shape == k.shape == v.shape):
-        raise ValueError(f"q, k, v must have the same shape; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
-    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(f"q, k, v must share one dtype among fp16, bf16, fp32; got {q.dtype}, {k.dtype}, {v.dtype}")
+    check_attention_tensors(q=q, k=k, v=v)
     B, H, N, d = q.shape
-    if d not in (16, 32, 64, 128):
-        raise ValueError(f"head dim d must be 16, 32, 64 or 128; got {d}")
     sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
 
     o = torch.empty((B, H, N, d), dtype=q.dtype, device=q.device)

@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from common.env import interpreting
+from common.shapes import check_attention_tensors
 
 # Rows per program. The kernel is memory bound (one multiply-add per element loaded), so any
 # reasonable tile does; the interpreter just wants few, not too large, programs.
@@ -63,13 +64,8 @@ def _attn_bwd_preprocess(
 
 def attention_backward_preprocess(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
     """delta = rowsum(dO * O): float32 [B, H, N] for o, do [B, H, N, d] (fp16, bf16 or fp32, any strides)."""
-    if o.dim() != 4 or o.shape != do.shape:
-        raise ValueError(f"o and do must both be [B, H, N, d]; got {tuple(o.shape)} and {tuple(do.shape)}")
-    if o.dtype != do.dtype or o.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(f"o and do must share one dtype among fp16, bf16, fp32; got {o.dtype} and {do.dtype}")
+    check_attention_tensors(o=o, do=do)
     B, H, N, d = o.shape
-    if d not in (16, 32, 64, 128):
-        raise ValueError(f"head dim d must be 16, 32, 64 or 128; got {d}")
 
     delta = torch.empty((B, H, N), dtype=torch.float32, device=o.device)
     if B * H * N == 0:

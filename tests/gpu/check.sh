@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session: grade the solutions and the untouched skeletons in GPU mode, execute the
+# On a CUDA machine: grade the solutions and the untouched skeletons in GPU mode, execute the
 # nbgrader source notebooks of 01 and 05 with nbclient, then time 04-07 against torch SDPA.
 # Usage: bash tests/gpu/check.sh OUTDIR   (run from the repository root on a CUDA machine;
 # build/course must hold `make release` output). Exercises are graded in parallel processes.
