@@ -41,9 +41,8 @@ def test_skeletons_are_generated_from_solutions():
 
 @pytest.mark.parametrize("exercise,mutant", CASES, ids=lambda c: getattr(c, "name", getattr(c, "number", "")))
 def test_mutant_loses_points(exercise, mutant, tmp_path):
-    folder = tmp_path / exercise.folder
-    shutil.copytree(ROOT / "solutions" / exercise.folder, folder)
-    module = folder / f"{exercise.module}.py"
+    shutil.copytree(ROOT / "solutions", tmp_path, dirs_exist_ok=True)  # 07 also uses 04-06
+    module = tmp_path / exercise.folder / f"{exercise.module}.py"
     module.write_text(mutant.apply(module.read_text()))
     for result in _counted(grade_exercise(exercise, tmp_path, SEED, time_limit=TIME_LIMIT, only=mutant.fails)):
         assert result.status == "failed" and result.earned == 0, f"{result.name} passed mutant {mutant.name}"

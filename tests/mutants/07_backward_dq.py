@@ -21,4 +21,10 @@ MUTANTS = [
     Mutant("strides_ignored", "*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),",
            "*dq.stride(), *dq.stride(), *dq.stride(), *dq.stride(), *dq.stride(),", fails=("strided_inputs",),
            says="strides are ignored"),
+    # The assembled autograd function: the kernels are right, the plumbing is not.
+    Mutant("backward_returns_dk_dv_swapped", "return dq, dk, dv, None, None", "return dq, dv, dk, None, None",
+           fails=("autograd_gradients", "finite_differences"), says="look at the assembly"),
+    Mutant("causal_not_passed_to_backward", "dk, dv = dkdv(q, k, v, do, lse, delta, ctx.causal, ctx.sm_scale)",
+           "dk, dv = dkdv(q, k, v, do, lse, delta, False, ctx.sm_scale)", fails=("autograd_gradients",),
+           says="look at the assembly"),
 ]
