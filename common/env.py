@@ -66,6 +66,24 @@ def check_interpreter() -> None:
     triton 3.6 with numpy >= 2.4 fails in the interpreter on any loop whose bound is a runtime
     argument, which every kernel of this course has (triton issue 9171).
     """
+    try:
+        total = _loop_probe()
+    except Exception as exc:  # noqa: BLE001 - any failure here means the environment is unusable
+        import numpy
+
+        raise BrokenEnvironment(
+            f"the Triton interpreter cannot run a loop with a runtime bound here ({versions()}): "
+            f"{type(exc).__name__}: {exc}\n"
+            f"triton 3.6 is known to fail this way with numpy >= 2.4 (you have numpy {numpy.__version__}). "
+            "Fix: pip install 'numpy<2.4' (the course pins numpy 2.2.6), or run `make` targets, "
+            "which build a virtual environment with pinned versions."
+        ) from exc
+    if total != [3.0] * 8 + [2.0] * 8:
+        raise BrokenEnvironment(f"the Triton interpreter computed a wrong sum ({versions()}): {total}")
+
+
+def _loop_probe() -> list:
+    """Sum 40 ones in blocks of 16 with a runtime loop bound: [3.0] * 8 + [2.0] * 8 when it works."""
     import torch
     import triton
     import triton.language as tl
@@ -79,17 +97,5 @@ def check_interpreter() -> None:
         tl.store(x_ptr + tl.arange(0, BLOCK), total)
 
     x = torch.ones(40)
-    try:
-        _probe[(1,)](x, 40, BLOCK=16)
-    except Exception as exc:  # noqa: BLE001 - any failure here means the environment is unusable
-        import numpy
-
-        raise BrokenEnvironment(
-            f"the Triton interpreter cannot run a loop with a runtime bound here ({versions()}): "
-            f"{type(exc).__name__}: {exc}\n"
-            f"triton 3.6 is known to fail this way with numpy >= 2.4 (you have numpy {numpy.__version__}). "
-            "Fix: pip install 'numpy<2.4' (the course pins numpy 2.2.6), or run `make` targets, "
-            "which build a virtual environment with pinned versions."
-        ) from exc
-    if x[:16].tolist() != [3.0] * 8 + [2.0] * 8:
-        raise BrokenEnvironment(f"the Triton interpreter computed a wrong sum ({versions()})")
+    _probe[(1,)](x, 40, BLOCK=16)
+    return x[:16].tolist()
