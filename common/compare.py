@@ -40,12 +40,44 @@ def poisoned_allocations():
             setattr(torch, name, allocate)
 
 
+@contextmanager
+def counted_kernel_launches():
+    """Count Triton kernel launches (compiled or interpreted) made inside the block: yields a list
+    whose length is the count."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    launches, originals = [], {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
+
+    def counting(run):
+        def run_counted(self, *args, **kwargs):
+            if not kwargs.get("warmup"):
+                launches.append(self)
+            return run(self, *args, **kwargs)
+
+        return run_counted
+
+    for cls, run in originals.items():
+        cls.run = counting(run)
+    try:
+        yield launches
+    finally:
+        for cls, run in originals.items():
+            cls.run = run
+
+
 def call(fn, *args, **kwargs):
-    """Run a student function on poisoned allocations and check it left its inputs unchanged."""
+    """Run a student function on poisoned allocations; check that it launched a Triton kernel and
+    left its inputs unchanged."""
     inputs = {f"argument {i + 1}": a for i, a in enumerate(args)} | kwargs
     snapshots = {name: t.clone() for name, t in inputs.items() if isinstance(t, torch.Tensor)}
-    with poisoned_allocations():
+    with poisoned_allocations(), counted_kernel_launches() as launches:
         out = fn(*args, **kwargs)
+    if not launches:
+        raise CheckFailed(
+            f"{getattr(fn, '__name__', 'your function')} returned without launching a Triton kernel: "
+            "the exercise is to compute the result in your kernel (PyTorch-only answers earn no points)"
+        )
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     for name, before in snapshots.items():

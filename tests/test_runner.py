@@ -12,6 +12,18 @@ from grader.runner import ROOT, grade_exercise
 HOSTILE_MATMUL = textwrap.dedent('''
     import os, signal, time
     import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+    def in_a_kernel(c):
+        out = torch.empty_like(c)
+        copy_kernel[(triton.cdiv(c.numel(), 1024),)](c, out, c.numel(), BLOCK=1024)
+        return out
 
     def matmul(a, b):
         if a.shape == (128, 128):      # aligned_fp32: never returns
@@ -20,10 +32,10 @@ HOSTILE_MATMUL = textwrap.dedent('''
         if a.shape == (100, 70):       # ragged_shapes: kills the process
             os.kill(os.getpid(), signal.SIGSEGV)
         if a.shape == (96, 200):       # fp16_inputs: wrong shape
-            return torch.zeros(3, 3, dtype=a.dtype)
+            return in_a_kernel(torch.zeros(3, 3, dtype=a.dtype))
         if a.shape == (70, 90):        # transposed_views: leaves the output unwritten
-            return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
-        return (a.double() @ b.double()).to(a.dtype)
+            return in_a_kernel(torch.empty(a.shape[0], b.shape[1], dtype=a.dtype))
+        return in_a_kernel((a.double() @ b.double()).to(a.dtype).contiguous())
 ''')
 
 
@@ -43,6 +55,14 @@ def test_hang_crash_and_wrong_outputs_are_contained(hostile_course):
     assert "NaN" in results["transposed_views"].message and "never written" in results["transposed_views"].message
     assert results["many_tiles"].status == "passed"  # graded after the hang and the crash
     assert sum(r.earned for r in results.values()) == results["many_tiles"].points
+
+
+def test_pytorch_only_answer_earns_nothing(tmp_path):
+    (tmp_path / "02_safe_softmax").mkdir()
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
+        "import torch\n\ndef softmax(x):\n    return torch.softmax(x.float(), -1).nan_to_num().to(x.dtype)\n")
+    results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)
+    assert all(r.earned == 0 and "without launching a Triton kernel" in r.message for r in results)
 
 
 def test_syntax_error_costs_every_check_with_its_line(tmp_path):
