@@ -31,7 +31,6 @@ def load_course(target: Path):
 
 
 def sdpa_runner(backend_name):
-    import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention
 

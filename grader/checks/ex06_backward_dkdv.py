@@ -1,147 +1,14 @@
-"""Checks for exercise 06: dK and dV of the FlashAttention backward pass.
-
-Every case feeds the student's kernel reference values of lse and delta (float64 math, cast to
-float32), so this exercise is graded on its own: a bug in exercise 04 or 05 cannot fail it.
-BackwardCase, the bug simulator and the visibility probe are shared with exercise 07.
-"""
-
-import math
+"""Checks for exercise 06: dK and dV of the FlashAttention backward pass (see checks/backward.py
+for the cases, the bug simulator and the probe it shares with exercise 07)."""
 
 import torch
 
-from common import inputs, reference
-from common.compare import CheckFailed, call, constant_factor, expect_close, expect_tensor, expect_tuple, rows_wrong, span
-from common.tolerance import allowed_error
+from common.compare import call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
+from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
+                                    is_close, nan_advice, probe_width, scale_advice, visibility_map)
 from grader.core import check
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
-BLOCK_GUESSES = (16, 32, 64, 128)  # block sizes a student's kernel may use, to recognise bugs tied to one
 KEYS = 64  # keys per program in tile summaries and maps (exercise 06's interpreter BLOCK_N)
-
-
-# ----------------------------------------------------------------------------- a backward case
-class BackwardCase:
-    """Inputs of one backward call (q, k, v, do, reference lse and delta) and the reference gradients.
-
-    negative=True builds inputs whose scores are all large and negative (q points away from a
-    direction every key shares): lse is then very negative, and anything that lets a padded key
-    (score 0) through gets exp(0 - lse), which overflows fp16. grads=False skips the reference
-    gradients (for checks that only compare the kernel with itself).
-    """
-
-    def __init__(self, ctx, B, H, N, d, causal, tag, dtype=torch.float16, strided=False, sm_scale=None,
-                 qk_magnitude=1.0, negative=False, grads=True):
-        self.causal, self.sm_scale, self.dtype = causal, sm_scale, dtype
-        shape = (B, H, N, d)
-        if negative:
-            shared = ctx.randn((B, H, 1, d), torch.float32, f"{tag}.shared")
-            self.k = (shared + 0.3 * ctx.randn(shape, torch.float32, f"{tag}.k")).to(dtype)
-            self.q = (-3.0 * shared + 0.3 * ctx.randn(shape, torch.float32, f"{tag}.q")).to(dtype)
-        else:
-            self.q = ctx.randn(shape, dtype, f"{tag}.q", scale=qk_magnitude)
-            self.k = ctx.randn(shape, dtype, f"{tag}.k", scale=qk_magnitude)
-        self.v = ctx.randn(shape, dtype, f"{tag}.v")
-        self.do = ctx.randn(shape, dtype, f"{tag}.do")
-        if strided:  # stored as [B, N, H, d], viewed as [B, H, N, d]
-            self.q, self.k, self.v, self.do = (inputs.strided_view(t) for t in (self.q, self.k, self.v, self.do))
-        o, lse = reference.attention(self.q, self.k, self.v, causal, sm_scale)
-        self.lse = lse.float()
-        self.delta = reference.attention_delta(o, self.do).float()
-        if grads:
-            self.ref = reference.attention_grads(self.q, self.k, self.v, self.do, causal, sm_scale)
-            self.lowp = reference.attention_grads_lowp(self.q, self.k, self.v, self.do, causal, sm_scale)
-
-        flags = [str(dtype)[6:], "causal" if causal else "non-causal"]
-        if strided:
-            flags.append("strided views")
-        if qk_magnitude != 1.0:
-            flags.append(f"q, k scaled by {qk_magnitude:g}")
-        if negative:
-            flags.append("all scores large and negative")
-        if sm_scale is not None:
-            flags.append(f"sm_scale={sm_scale:g}")
-        self.what = f"B={B} H={H} N={N} d={d} ({', '.join(flags)})"
-        self.kwargs = {"causal": causal} | ({"sm_scale": sm_scale} if sm_scale is not None else {})
-
-    @property
-    def N(self):
-        return self.q.shape[-2]
-
-    @property
-    def scale(self):
-        return reference.default_scale(self.q.shape[-1]) if self.sm_scale is None else self.sm_scale
-
-    @property
-    def args(self):
-        return self.q, self.k, self.v, self.do, self.lse, self.delta
-
-    def visible(self, causal=None):
-        """[N, N] bool: query i (row) sees key j (column)."""
-        return visible(self.N, self.causal if causal is None else causal)
-
-    def simulate(self, see=None, score_factor=1.0, lse_factor=1.0, use_delta=True, grad_scale=None,
-                 scale=None, tensors=None):
-        """(dq, dk, dv) in float64 on the CPU, computed tile-free from the given lse and delta, with knobs
-        that reproduce known bugs: P = exp(score_factor * S - lse_factor * lse) on the keys `see`,
-        dS without delta, dK and dQ scaled by grad_scale instead of sm_scale."""
-        scale = self.scale if scale is None else scale
-        grad_scale = scale if grad_scale is None else grad_scale
-        q, k, v, do = (t.detach().double().cpu() for t in (tensors or (self.q, self.k, self.v, self.do)))
-        lse, delta = self.lse.double().cpu(), self.delta.double().cpu()
-        see = self.visible() if see is None else see
-        s = (q @ k.transpose(-1, -2)) * scale
-        p = torch.exp(score_factor * s - lse_factor * lse[..., None]).masked_fill(~see, 0.0)
-        dv = p.transpose(-1, -2) @ do
-        dp = do @ v.transpose(-1, -2)
-        ds = p * (dp - delta[..., None]) if use_delta else p * dp
-        return grad_scale * ds @ k, grad_scale * ds.transpose(-1, -2) @ q, dv
-
-    def dense_tensors(self):
-        """q, k, v, do reinterpreted as contiguous [B, H, N, d]: what a kernel ignoring strides reads."""
-        return [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride())
-                for t in (self.q, self.k, self.v, self.do)]
-
-
-def visible(n, causal):
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    return (j <= i) if causal else torch.ones(n, n, dtype=torch.bool)
-
-
-def common_suspects(case, which: int, name: str):
-    """{cause: wrong output} for the bugs 06 and 07 share; which = 0 (dq), 1 (dk) or 2 (dv)."""
-    sim = case.simulate
-    out = {
-        "lse is used in natural-log units inside exp2: convert it where you load it (lse * LOG2E), "
-        "since exp2(x) = exp(x * ln 2)": sim(lse_factor=LN2)[which],
-        "the scores and lse carry log2(e) but go through exp: use tl.math.exp2 (or drop log2(e) from both)":
-            sim(score_factor=LOG2E, lse_factor=LOG2E)[which],
-        "exp2 is used but log2(e) is not folded into the scale: use qk_scale = sm_scale * log2(e) for the "
-        "scores": sim(score_factor=LN2)[which],
-    }
-    if which != 2:  # dV does not involve dS or sm_scale
-        out["delta is not subtracted: dS = P * (dP - delta), not P * dP"] = sim(use_delta=False)[which]
-        out[f"sm_scale is missing on {name}: {name} = sm_scale * (sum of dS products); apply it once after the "
-            "loop"] = sim(grad_scale=1.0)[which]
-        out[f"sm_scale is applied twice to {name}"] = sim(grad_scale=case.scale ** 2)[which]
-        out[f"{name} is scaled by qk_scale = sm_scale * log2(e) instead of sm_scale: the log2(e) factor belongs "
-            "to the exponent only"] = sim(grad_scale=case.scale * LOG2E)[which]
-    if case.sm_scale is not None:
-        out["the sm_scale argument is ignored and 1/sqrt(d) is used instead"] = sim(
-            scale=reference.default_scale(case.q.shape[-1]))[which]
-    if not all(t.is_contiguous() for t in (case.q, case.k, case.v, case.do)):
-        out["the strides are ignored: q, k, v, do are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
-            "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = sim(
-            tensors=case.dense_tensors())[which]
-    if case.causal:
-        out["the causal mask is missing: keys j > i get P > 0"] = sim(see=case.visible(causal=False))[which]
-        out["the causal mask hides the diagonal: query i sees key j = i (keep offs_m >= offs_n, not >)"] = sim(
-            see=case.visible() & ~torch.eye(case.N, dtype=torch.bool))[which]
-    else:
-        out["a causal mask is applied although causal=False: the non-causal path must not mask (Triton's "
-            "tutorial had this bug)"] = sim(see=case.visible(causal=True))[which]
-    return out
 
 
 def _dkdv_suspects(case, which):
@@ -164,52 +31,6 @@ def _dkdv_suspects(case, which):
 
 
 # ----------------------------------------------------------------------------- comparing, with diagnoses
-def expect_grad(case, name, out, which, blocks, suspects, diagnose):
-    """expect_close for one gradient; the suspects (costly to simulate) are built only on failure."""
-    ref, lowp = case.ref[which], case.lowp[which]
-    what = f"{name} for {case.what}"
-    try:
-        expect_close(what, out, ref, lowp, case.dtype, blocks=blocks)
-    except CheckFailed:
-        expect_close(what, out, ref, lowp, case.dtype, blocks=blocks, suspects=suspects(),
-                     diagnose=diagnose)
-
-
-def is_close(case, out, which) -> bool:
-    ref = case.ref[which].detach().double().cpu()
-    err = (out.detach().double().cpu() - ref).abs().nan_to_num(nan=math.inf)
-    return bool((err <= allowed_error(ref, case.lowp[which].detach().cpu(), case.dtype)).all())
-
-
-def nan_advice(case, name):
-    ragged = [b for b in BLOCK_GUESSES if case.N % b]
-    advice = (f"NaN in {name}: an inf met a zero, or exp2(-inf - (-inf)). Load padded rows with other=0.0 "
-              "(never -inf) so lse and delta of rows >= N are 0")
-    if ragged:
-        advice += (f"; here N={case.N} is not a multiple of the block, so check the padded keys/queries of "
-                   "the last block: a padded key has score 0 and P = exp(0 - lse), which overflows fp16 "
-                   "when a row's scores are all very negative: give it P = 0")
-    return advice
-
-
-def scale_advice(case, name, factor):
-    """Advice for an output that is `factor` times the reference everywhere."""
-    if abs(factor) < 1e-3:
-        return (f"{name} is zero everywhere: nothing was accumulated into it (are the loops empty? is the "
-                "accumulator stored?)")
-    known = {
-        1 / case.scale: f"sm_scale is missing on {name}: multiply the accumulated sum by sm_scale once, after the loop",
-        case.scale: f"sm_scale is applied twice to {name}",
-        LOG2E: f"{name} carries an extra log2(e): the log2(e) factor belongs to the exponent only",
-        case.scale * LOG2E: f"{name} is scaled by qk_scale = sm_scale * log2(e) where sm_scale alone belongs",
-        1 / (case.scale * LOG2E): f"sm_scale is missing on {name}, and a log2(e) is missing too",
-        LN2: f"{name} carries an extra ln(2)",
-    }
-    guess = next((why for c, why in known.items() if abs(factor / c - 1) < 0.02), None)
-    text = f"{name} is {factor:.4g} times the expected gradient everywhere"
-    return f"{text}: {guess}" if guess else f"{text}: check the scale factors (sm_scale = {case.scale:.4g})"
-
-
 def _diagnose_dkdv(impl, case, name, other_ok, m):
     if torch.isnan(m.out).any():
         return nan_advice(case, name)
@@ -236,59 +57,6 @@ def _diagnose_dkdv(impl, case, name, other_ok, m):
 
 
 # ----------------------------------------------------------------------------- the visibility probe
-def visibility_map(got, expected, block, width, row_name, col_name, rows_name):
-    """One line per block of `block` rows, one character per range of `width` columns."""
-    N, ranges = got.shape[-2], got.shape[-1]
-    lines = [f"Which (query, key) pairs your kernel counts, probed with q = 0 and lse = 0 (so P = 1 wherever a "
-             f"key is visible), per ({row_name} block of {block}, {col_name} range of {width}): '.' right, "
-             "'-' hidden and right, 'm' pairs missing, '+' extra pairs, '?' NaN"]
-    for start in range(0, N, block):
-        g, e = got[..., start:start + block, :], expected[..., start:start + block, :]
-        cells = []
-        for c in range(ranges):
-            gc, ec = g[..., c], e[..., c]
-            if gc.isnan().any():
-                cells.append("?")
-            elif (gc - ec).max() > 0.5:
-                cells.append("+")
-            elif (ec - gc).max() > 0.5:
-                cells.append("m")
-            else:
-                cells.append("." if ec.max() > 0 else "-")
-        lines.append(f"  {rows_name} {start:>5}..{min(start + block, N) - 1:<5} " + " ".join(cells))
-    return "\n".join(lines)
-
-
-def classify_map(case, got, expected, width, columns):
-    """A sentence on where the probe's counts differ; got, expected: [B, H, rows, ranges]."""
-    if got.isnan().any():
-        return nan_advice(case, "the probe")
-    ranges = got.shape[-1]
-    sizes = torch.bincount(torch.arange(case.N) // width, minlength=ranges).double()  # columns per range
-    e = expected.flatten(0, -3)[0]  # the same for every (batch, head)
-    extra = ((got - expected) > 0.5).flatten(0, -3).any(0)
-    missing = ((expected - got) > 0.5).flatten(0, -3).any(0)
-    wrong = extra | missing
-    crossing = (e > 0) & (e < sizes)  # a range that the diagonal cuts for this row
-    if case.causal and (extra & (e < sizes)).any():
-        return ("pairs with key j > query i are counted: the causal mask is missing or wrong on the blocks that "
-                "cross the diagonal (keep query i >= key j)")
-    if wrong[:, -1].any() and not wrong[:, :-1].any():
-        return (f"only pairs with the last, partial range of {columns} are wrong: loop up to N itself (not to the "
-                f"last full block) and mask the {columns} >= N")
-    if case.causal and not (wrong & ~crossing).any():
-        return ("only the blocks that cross the diagonal are wrong: they must be visited, with the mask "
-                "query i >= key j")
-    if missing.any() and not extra.any():
-        return ("some blocks are never visited: check the loop bounds (causal: the blocks that cross the diagonal "
-                "masked, the fully visible ones unmasked, the fully hidden ones skipped)")
-    return "some pairs are counted twice or wrongly masked: check the loop bounds and the masks"
-
-
-def probe_width(N, d):
-    return next(w for w in (16, 32, 64, 128, 256, 512, 1024, 4096, 16384) if -(-N // w) <= min(d, 16))
-
-
 def probe_dkdv(impl, case):
     """Run the student's kernel with q = 0, lse = 0 and dO one-hot over query ranges.
 

@@ -12,8 +12,8 @@ import torch
 from common import inputs, reference
 from common.compare import CheckFailed, call, constant_factor, expect_close, expect_tensor, rows_wrong, span
 from common.tolerance import FLOOR, allowed_error
-from grader.checks.ex06_backward_dkdv import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
-                                              nan_advice, probe_width, scale_advice, visibility_map)
+from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
+                                    nan_advice, probe_width, scale_advice, visibility_map)
 from grader.core import NOT_IMPLEMENTED, check
 from grader.loader import ImportFailed, load_sibling
 
