@@ -29,6 +29,16 @@ def matmul_lowp(a, b):
     return a @ b
 
 
+def matmul_tf32(a, b):
+    """The product as a GPU's TF32 mode computes it, at its least precise: each fp32 input cut to
+    TF32's 10 mantissa bits (truncated, not rounded), then multiplied and summed exactly."""
+    return (_truncate_to_tf32(a).double() @ _truncate_to_tf32(b).double()).float()
+
+
+def _truncate_to_tf32(x):
+    return (x.float().contiguous().view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
 # ----------------------------------------------------------------------------- 02-03 softmax
 def softmax(x):
     """Row-wise softmax; a row with no finite entry (all -inf) gives zeros, not NaN."""
