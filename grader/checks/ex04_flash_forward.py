@@ -126,8 +126,9 @@ def _lse_suspects(case):
 
 # ----------------------------------------------------------------------------- diagnoses
 _NAN = ("NaN in the output: a row computed exp2(-inf - (-inf)) (its running max was still -inf when it met "
-        "a fully masked block) or divided 0 by l_i = 0. Masked scores must be -inf only where the row has "
-        "(or will have) a visible key; load padded K/V with other=0.0, never -inf")
+        "a fully masked block), divided 0 by l_i = 0, or overflowed (exp2 of scores not shifted by the running "
+        "max reaches inf, and inf / inf is NaN: use exp2(s2 - m_new)). Masked scores must be -inf only where "
+        "the row has (or will have) a visible key; load padded K/V with other=0.0, never -inf")
 
 
 def _diagnose_o(case, m):

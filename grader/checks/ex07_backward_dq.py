@@ -125,13 +125,14 @@ def _wrong(out, ref, lowp, dtype):
     return bool((err > allowed_error(ref, lowp.detach().cpu(), dtype)).any())
 
 
-def _culprit(impl, ctx, causal, dtype):
-    """Grade exercises 04, 05, 06 and this dQ kernel on one small case each; name the first that fails."""
-    case = BackwardCase(ctx, 1, 2, 100, 32, causal, "culprit", dtype=dtype)
+def _culprit(impl, ctx, causal, dtype, strided=False):
+    """Grade exercises 04, 05, 06 and this dQ kernel on one small case each (the inputs laid out as
+    in the failing case); name the first that fails."""
+    case = BackwardCase(ctx, 1, 2, 100, 32, causal, "culprit", dtype=dtype, strided=strided)
     q, k, v, do = case.q, case.k, case.v, case.do
     o_ref, lse_ref = reference.attention(q, k, v, causal)
     o_low, lse_low = reference.attention_lowp(q, k, v, causal)
-    where = f"(B=1 H=2 N=100 d=32, {'causal' if causal else 'non-causal'}, {str(dtype)[6:]})"
+    where = f"(B=1 H=2 N=100 d=32, {'causal' if causal else 'non-causal'}, {str(dtype)[6:]}{', strided views' if strided else ''})"
 
     def forward():
         o, lse = _exercise(impl, "04_flash_forward", "flash_forward").flash_attention_forward(q, k, v, causal=causal)
@@ -154,10 +155,10 @@ def _culprit(impl, ctx, causal, dtype):
             return "computes a wrong dQ"
 
     for name, grade, number in (("exercise 04 (forward)", forward, "04"), ("exercise 05 (delta)", preprocess, "05"),
-                                ("exercise 06 (dK, dV)", dkdv, "06"), ("this exercise's dQ kernel", dq, "07")):
+                                ("exercise 06 (dK, dV)", dkdv, "06"), ("dQ kernel of exercise 07", dq, "07")):
         reason = _fails(name, grade)
         if reason:
-            return (f"The cause is an earlier piece: your {name} {reason} when graded alone {where}. "
+            return (f"The cause is a piece it uses: your {name} {reason} when graded alone {where}. "
                     f"flash_attention uses it: fix it first (make grade EX={number}).")
     return None
 
@@ -167,8 +168,8 @@ _GLUE = ("Your exercises 04-07 each pass on their own on a small case, so look a
          "that order.")
 
 
-def _with_culprit(impl, ctx, causal, dtype, message):
-    culprit = _culprit(impl, ctx, causal, dtype)
+def _with_culprit(impl, ctx, causal, dtype, message, strided=False):
+    culprit = _culprit(impl, ctx, causal, dtype, strided)
     return CheckFailed(f"{message}\n{culprit or _GLUE}")
 
 
@@ -191,7 +192,7 @@ def _assembled_case(impl, ctx, N, d, causal, tag, strided=False):
     except Exception as exc:  # noqa: BLE001 - name the earlier exercise that breaks it, if any
         if any(stub in str(exc) for stub in OWN_STUBS):
             raise
-        culprit = _culprit(impl, ctx, causal, dtype)
+        culprit = _culprit(impl, ctx, causal, dtype, strided)
         if culprit is None:
             raise
         raise CheckFailed(f"{what}: raised {type(exc).__name__}: {str(exc).strip().splitlines()[-1]}\n{culprit}") from None
@@ -207,7 +208,7 @@ def _assembled_case(impl, ctx, N, d, causal, tag, strided=False):
         try:
             expect_close(f"{what}: {name}", out, ref, low, dtype, blocks=(QUERIES, d))
         except CheckFailed as exc:
-            raise _with_culprit(impl, ctx, causal, dtype, str(exc)) from None
+            raise _with_culprit(impl, ctx, causal, dtype, str(exc), strided) from None
 
 
 def _directional_check(impl, ctx, B, H, N, d, causal, tag, dtype):

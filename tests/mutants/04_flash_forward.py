@@ -3,7 +3,7 @@ from tests.mutants import Mutant
 MUTANTS = [
     # The popular blog kernel: causal attention visits only the diagonal block.
     Mutant("diagonal_only_causal", "offs_m, offs_d, 0, split, N", "offs_m, offs_d, 0, split * (1 - CAUSAL), N",
-           fails=("causal_many_blocks",), says="diagonal"),
+           fails=("causal_many_blocks", "head_dims"), says="diagonal"),
     Mutant("acc_not_rescaled", "acc = acc * alpha[:, None]", "acc = acc * 1.0",
            fails=("aligned", "ragged"), says="rescale"),
     Mutant("no_boundary_mask", "visible = keys[None, :] < N", "visible = keys[None, :] >= 0",
@@ -20,4 +20,9 @@ MUTANTS = [
            "*o.stride(), *o.stride(), *o.stride(), *o.stride(),", fails=("strided_inputs",), says="strides are ignored"),
     Mutant("o_store_unmasked", "o.to(o_ptr.dtype.element_ty), mask=row_ok)", "o.to(o_ptr.dtype.element_ty))",
            fails=("ragged",), says="outside its tensor"),
+    Mutant("running_max_not_subtracted", "m_new = tl.maximum(m_i, tl.max(s2, 1))",
+           "m_new = tl.maximum(m_i, tl.max(s2, 1)) * 0.0", fails=("large_scores",), says="overflow"),
+    # Given code, but the bug students make in their own wrappers: the default scale always wins.
+    Mutant("sm_scale_argument_ignored", "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
+           "sm_scale = 1.0 / math.sqrt(d)", fails=("custom_scale",), says="sm_scale argument is ignored"),
 ]

@@ -14,7 +14,7 @@ MUTANTS = [
            fails=("causal_one_block", "causal_many_blocks"), says="diagonal"),
     Mutant("diagonal_skipped", "for start_m in range(start_n, start_n + BLOCK_N, BLOCK_M):",
            "for start_m in range(start_n + BLOCK_N, start_n + BLOCK_N, BLOCK_M):",
-           fails=("causal_one_block", "causal_many_blocks"), says="diagonal"),
+           fails=("causal_one_block", "causal_many_blocks", "head_dims", "large_scores"), says="diagonal"),
     # Triton's tutorial limitation: num_steps = (N - start_m) // BLOCK_M drops the partial last block.
     Mutant("ragged_tail_dropped", "for start_m in range(lo, N, BLOCK_M):",
            "for start_m in range(lo, N - BLOCK_M + 1, BLOCK_M):", fails=("ragged",), says="last query block"),
@@ -25,4 +25,6 @@ MUTANTS = [
     Mutant("strides_ignored", "*q.stride(), *k.stride(), *v.stride(), *do.stride(),",
            "*dk.stride(), *dk.stride(), *dk.stride(), *dk.stride(),", fails=("strided_inputs",),
            says="strides are ignored"),
+    Mutant("sm_scale_argument_ignored", "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
+           "sm_scale = 1.0 / math.sqrt(d)", fails=("custom_scale",), says="sm_scale argument is ignored"),
 ]

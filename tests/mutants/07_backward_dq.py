@@ -13,7 +13,8 @@ MUTANTS = [
            "start_n, offs_m, offs_d, N, qk_scale, BLOCK_N, False, CAUSAL)", fails=("causal",), says="diagonal"),
     # The blog's causal kernel: only the diagonal block.
     Mutant("keys_left_of_diagonal_skipped", "for start_n in range(0, split, BLOCK_N):",
-           "for start_n in range(split if CAUSAL else 0, split, BLOCK_N):", fails=("causal",), says="diagonal"),
+           "for start_n in range(split if CAUSAL else 0, split, BLOCK_N):", fails=("causal", "head_dims"),
+           says="diagonal"),
     # Padded keys get P = exp(0 - lse): harmless times K = 0, unless it overflows fp16 (inf * 0 = NaN).
     Mutant("ragged_tail_unmasked", "visible = key_ok[None, :]", "visible = offs_n[None, :] >= 0",
            fails=("large_scores",), says="padded key"),
@@ -27,4 +28,6 @@ MUTANTS = [
     Mutant("causal_not_passed_to_backward", "dk, dv = dkdv(q, k, v, do, lse, delta, ctx.causal, ctx.sm_scale)",
            "dk, dv = dkdv(q, k, v, do, lse, delta, False, ctx.sm_scale)", fails=("autograd_gradients",),
            says="look at the assembly"),
+    Mutant("sm_scale_argument_ignored", "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
+           "sm_scale = 1.0 / math.sqrt(d)", fails=("custom_scale",), says="sm_scale argument is ignored"),
 ]
