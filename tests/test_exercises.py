@@ -47,3 +47,10 @@ def test_mutant_loses_points(exercise, mutant, tmp_path):
     for result in _counted(grade_exercise(exercise, tmp_path, SEED, time_limit=TIME_LIMIT, only=mutant.fails)):
         assert result.status == "failed" and result.earned == 0, f"{result.name} passed mutant {mutant.name}"
         assert mutant.says.lower() in result.message.lower(), result.message
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.folder)
+def test_every_check_that_runs_here_has_a_mutant_that_fails_it(exercise):
+    asserted = {name for m in mutants_of(exercise.folder) for name in m.fails}
+    unasserted = [c.name for c in exercise.checks if not c.gpu_only and c.name not in asserted]
+    assert not unasserted, f"no mutant in tests/mutants/{exercise.folder}.py is declared to fail {unasserted}"
