@@ -7,7 +7,8 @@ student. pytest, `make grade` and nbgrader all run these same functions.
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -59,7 +60,6 @@ class Result:
     message: str = ""
     seconds: float = 0.0
     description: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 class MissingFunction(Exception):
@@ -100,7 +100,7 @@ def explain_exception(exc: BaseException) -> tuple:
         return "failed", f"the grader failed while checking your result ({_last_line(text)}); please report this"
     first_line = text.strip().splitlines()[0]
     hint = _hint_for(text)
-    return "failed", f"your code raised {type(exc).__name__}{where}: {first_line}" + (f"\n{hint}" if hint else "")
+    return "failed", f"your code raised {first_line}\n  at {where}" + (f"\n{hint}" if hint else "")
 
 
 def _last_line(text: str) -> str:
@@ -115,13 +115,17 @@ def _exception_text(exc: BaseException) -> str:
     return "\n".join(parts)
 
 
+_NOT_STUDENT_CODE = (str(Path(__file__).resolve().parent), str(Path(inputs.__file__).resolve().parent), "site-packages")
+
+
 def _student_frame(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/grader/" not in f.filename
-              and "/common/" not in f.filename and "site-packages" not in f.filename]
+    """'folder/file.py:line: source' for the innermost frame of student code, or None."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(part in f.filename for part in _NOT_STUDENT_CODE)]
     if not frames:
         return None
     f = frames[-1]
-    return f" at {f.filename.rsplit('/', 2)[-2]}/{f.filename.rsplit('/', 1)[-1]}:{f.lineno} ({f.line.strip() if f.line else ''})"
+    return f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}: {(f.line or '').strip()}"
 
 
 _HINTS = {

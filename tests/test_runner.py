@@ -65,6 +65,15 @@ def test_pytorch_only_answer_earns_nothing(tmp_path):
     assert all(r.earned == 0 and "without launching a Triton kernel" in r.message for r in results)
 
 
+def test_an_exception_is_located_in_the_student_file(tmp_path):
+    (tmp_path / "02_safe_softmax").mkdir()
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
+        "def softmax(x):\n    return x.view(3, -1, 7)\n")
+    result = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)[0]
+    assert result.message.startswith("your code raised RuntimeError: shape '[3, -1, 7]' is invalid")
+    assert "at 02_safe_softmax/safe_softmax.py:2: return x.view(3, -1, 7)" in result.message
+
+
 def test_syntax_error_costs_every_check_with_its_line(tmp_path):
     (tmp_path / "02_safe_softmax").mkdir()
     (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("def softmax(x):\n    return x +\n")
