@@ -4,7 +4,7 @@ MUTANTS = [
     Mutant("k_tail_dropped", "for k0 in range(0, K, BLOCK_K):", "for k0 in range(0, K - BLOCK_K + 1, BLOCK_K):",
            fails=("ragged_shapes", "fp16_inputs"), says="last K step"),
     Mutant("store_unmasked_rows", "mask=(rows[:, None] < M) & (cols[None, :] < N))",
-           "mask=cols[None, :] < N)", fails=("ragged_shapes",), says="outside its tensor"),
+           "mask=cols[None, :] < N)", fails=("ragged_shapes",), says="stored outside its output tensor"),
     Mutant("strides_ignored", "a_ptr + rows[:, None] * stride_am + k[None, :] * stride_ak",
            "a_ptr + rows[:, None] * K + k[None, :]", fails=("transposed_views",), says="strides are ignored"),
     Mutant("b_tile_transposed", "b_ptr + k[:, None] * stride_bk + cols[None, :] * stride_bn",

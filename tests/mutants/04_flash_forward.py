@@ -19,7 +19,7 @@ MUTANTS = [
     Mutant("strides_ignored", "*q.stride(), *k.stride(), *v.stride(), *o.stride(),",
            "*o.stride(), *o.stride(), *o.stride(), *o.stride(),", fails=("strided_inputs",), says="strides are ignored"),
     Mutant("o_store_unmasked", "o.to(o_ptr.dtype.element_ty), mask=row_ok)", "o.to(o_ptr.dtype.element_ty))",
-           fails=("ragged",), says="outside its tensor"),
+           fails=("ragged",), says="stored outside its output tensor"),
     Mutant("running_max_not_subtracted", "m_new = tl.maximum(m_i, tl.max(s2, 1))",
            "m_new = tl.maximum(m_i, tl.max(s2, 1)) * 0.0", fails=("large_scores",), says="overflow"),
     # Given code, but the bug students make in their own wrappers: the default scale always wins.

@@ -9,4 +9,7 @@ MUTANTS = [
            fails=("strided_inputs",), says="strides"),
     Mutant("no_head_offset_for_delta", "tl.store(delta_ptr + off_bh.to(tl.int64) * N + offs_m",
            "tl.store(delta_ptr + offs_m", fails=("aligned", "ragged"), says="(batch, head)"),
+    # Stores past N land in the next head's rows, or past the end of delta: caught by the guard zones.
+    Mutant("tail_store_unmasked", "offs_m, delta, mask=row_ok)", "offs_m, delta)", fails=("ragged",),
+           says="stored outside its output tensor"),
 ]

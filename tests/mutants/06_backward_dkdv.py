@@ -27,4 +27,6 @@ MUTANTS = [
            says="strides are ignored"),
     Mutant("sm_scale_argument_ignored", "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
            "sm_scale = 1.0 / math.sqrt(d)", fails=("custom_scale",), says="sm_scale argument is ignored"),
+    Mutant("dv_store_unmasked", "dv.to(dv_ptr.dtype.element_ty), mask=key_ok)", "dv.to(dv_ptr.dtype.element_ty))",
+           fails=("ragged",), says="stored outside its output tensor"),
 ]
