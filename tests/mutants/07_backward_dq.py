@@ -10,7 +10,7 @@ MUTANTS = [
     Mutant("delta_not_subtracted", "ds = p * (dp - delta[:, None])", "ds = p * dp",
            fails=("aligned", "causal"), says="delta is not subtracted"),
     Mutant("diagonal_unmasked", "start_n, offs_m, offs_d, N, qk_scale, BLOCK_N, True, CAUSAL)",
-           "start_n, offs_m, offs_d, N, qk_scale, BLOCK_N, False, CAUSAL)", fails=("causal",), says="diagonal"),
+           "start_n, offs_m, offs_d, N, qk_scale, BLOCK_N, False, CAUSAL)", fails=("causal",), says="mask"),
     # The blog's causal kernel: only the diagonal block.
     Mutant("keys_left_of_diagonal_skipped", "for start_n in range(0, split, BLOCK_N):",
            "for start_n in range(split if CAUSAL else 0, split, BLOCK_N):", fails=("causal", "head_dims"),
