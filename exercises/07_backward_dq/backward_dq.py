@@ -28,6 +28,7 @@ import triton.language as tl
 
 from common.env import interpreting
 from common.shapes import check_attention_tensors, check_row_statistics
+from common.tuning import shared_memory_pruner
 from grader.loader import load_sibling
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
@@ -99,19 +100,7 @@ def _attn_bwd_dq(
 
 
 # ----------------------------------------------------------------------------- GPU autotuning
-def _prune_configs(configs, named_args, **kwargs):
-    """Keep BLOCK_N <= BLOCK_M (the causal split needs BLOCK_M % BLOCK_N == 0) and tiles whose
-    resident Q, dO and pipelined K, V buffers fit in this GPU's shared memory."""
-    head_dim = kwargs["HEAD_DIM"]
-    elem = named_args["q_ptr"].element_size()
-    smem = torch.cuda.get_device_properties(named_args["q_ptr"].device).shared_memory_per_block_optin
-    kept = []
-    for c in configs:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-        need = (2 * bm * head_dim + 2 * c.num_stages * bn * head_dim) * elem
-        if bn <= bm and need <= smem:
-            kept.append(c)
-    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * c.num_stages)]
+_prune_configs = shared_memory_pruner("BLOCK_M", "BLOCK_N", n_resident=2, n_streamed=2)  # Q, dO stay; K, V stream
 
 
 _GPU_CONFIGS = [

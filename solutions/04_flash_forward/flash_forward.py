@@ -21,6 +21,7 @@ import triton.language as tl
 
 from common import env
 from common.shapes import check_attention_tensors
+from common.tuning import shared_memory_pruner
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -160,22 +161,14 @@ def _attn_fwd(
 
 
 # ----------------------------------------------------------------------------- GPU autotuning
+_fits_shared_memory = shared_memory_pruner("BLOCK_M", "BLOCK_N", n_resident=1, n_streamed=2)  # Q stays; K, V stream
+
+
 def _prune_configs(configs, named_args, **kwargs):
-    """Keep BLOCK_N <= BLOCK_M (the causal split needs BLOCK_M % BLOCK_N == 0) and tiles whose
-    pipelined K/V buffers fit in this GPU's shared memory (consumer cards have ~100 KB). Short
-    sequences (few query blocks) only try BLOCK_M = 64, which also keeps their tuning quick."""
-    head_dim = kwargs["HEAD_DIM"]
+    """Short sequences (few query blocks) only try BLOCK_M = 64, which also keeps their tuning quick."""
     if named_args["N"] < 512:
         configs = [c for c in configs if c.kwargs["BLOCK_M"] == 64]
-    elem = named_args["q_ptr"].element_size()
-    smem = torch.cuda.get_device_properties(named_args["q_ptr"].device).shared_memory_per_block_optin
-    kept = []
-    for c in configs:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-        need = (bm * head_dim + 2 * c.num_stages * bn * head_dim) * elem
-        if bn <= bm and need <= smem:
-            kept.append(c)
-    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * c.num_stages)]
+    return _fits_shared_memory(configs, named_args, **kwargs)
 
 
 _GPU_CONFIGS = [

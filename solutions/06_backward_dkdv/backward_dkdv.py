@@ -28,6 +28,7 @@ import triton.language as tl
 
 from common.env import interpreting
 from common.shapes import check_attention_tensors, check_row_statistics
+from common.tuning import shared_memory_pruner
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -160,19 +161,7 @@ def _attn_bwd_dkdv(
 
 
 # ----------------------------------------------------------------------------- GPU autotuning
-def _prune_configs(configs, named_args, **kwargs):
-    """Keep BLOCK_M <= BLOCK_N (the causal split needs BLOCK_N % BLOCK_M == 0) and tiles whose
-    resident K, V and pipelined Q, dO buffers fit in this GPU's shared memory."""
-    head_dim = kwargs["HEAD_DIM"]
-    elem = named_args["q_ptr"].element_size()
-    smem = torch.cuda.get_device_properties(named_args["q_ptr"].device).shared_memory_per_block_optin
-    kept = []
-    for c in configs:
-        bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-        need = (2 * bn * head_dim + 2 * c.num_stages * bm * head_dim) * elem
-        if bm <= bn and need <= smem:
-            kept.append(c)
-    return kept or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * c.num_stages)]
+_prune_configs = shared_memory_pruner("BLOCK_N", "BLOCK_M", n_resident=2, n_streamed=2)  # K, V stay; Q, dO stream
 
 
 _GPU_CONFIGS = [
