@@ -51,8 +51,8 @@ def _suspects(a, b, transposed):
 
 
 def _diagnose(m):
-    if m.wrong.all():
-        return "every element is wrong: check the pointer arithmetic (strides) and the K loop"
+    if m.tiles().all() and m.wrong.double().mean() > 0.5:  # a few may land near the right value by chance
+        return "nearly every element is wrong, in every tile: check the pointer arithmetic (strides) and the K loop"
     bad_rows, bad_cols = rows_wrong(m, -2), rows_wrong(m, -1)
     if _is_tail(bad_rows) or _is_tail(bad_cols):
         return (f"only rows {span(bad_rows)} / columns {span(bad_cols)} are wrong, at the end: check the "
@@ -84,7 +84,7 @@ def ragged_shapes(impl, ctx):
 @check(points=2)
 def fp16_inputs(impl, ctx):
     """float16 inputs: fp32 accumulation, fp16 output"""
-    M, K, N = (2048, 1536, 1024) if ctx.gpu else (96, 200, 80)
+    M, K, N = (2048, 1500, 1024) if ctx.gpu else (96, 200, 80)  # K is no multiple of BLOCK_K
     _multiply(impl, ctx, M, K, N, torch.float16, "fp16")
 
 

@@ -27,7 +27,7 @@ def _online_case(impl, ctx, x, what):
 
 def _unrescaled_denominator(x, block):
     """l as computed when the old l is not multiplied by exp(m_old - m_new) when the max grows."""
-    m = torch.full(x.shape[:1], -math.inf, dtype=torch.float64)
+    m = torch.full(x.shape[:1], -math.inf, dtype=torch.float64, device=x.device)
     l = torch.zeros_like(m)
     for start in range(0, x.shape[1], block):
         m_new = torch.maximum(m, x[:, start:start + block].max(-1).values)

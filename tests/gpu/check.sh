@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
-# On a CUDA machine: grade the solutions and the untouched skeletons in GPU mode, execute every
-# nbgrader source notebook with nbclient, then time 04-07 against torch SDPA.
+# On a CUDA machine, in GPU mode: grade the solutions and the untouched skeletons; execute the
+# nbgrader notebooks with nbclient (source notebooks earn full marks, release notebooks, what
+# students get, zero); grade every mutant of tests/mutants (each must lose points with its
+# diagnosis, which runs the grader's failure paths on the GPU); time 04-07 against torch SDPA.
 # Usage: bash tests/gpu/check.sh OUTDIR   (from the repository root; build/course must hold the
-# output of `make release`). Exercises and notebooks run in parallel processes; each step has a
-# time limit (GRADE_LIMIT, BENCH_LIMIT seconds). Writes OUTDIR/{grade,notebooks,bench}.txt and
+# output of `make release`). Optional: EXERCISES="03 04" and STEPS="grade notebooks mutants bench"
+# pick a subset; GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step (seconds). Steps run in
+# parallel processes. Writes OUTDIR/{grade,notebooks,mutants,bench}.txt and
 # OUTDIR/results-solutions.json, and prints a short summary last.
 set -u
 out=${1:?usage: bash tests/gpu/check.sh OUTDIR}
+exercises=${EXERCISES:-01 02 03 04 05 06 07}
+steps=" ${STEPS:-grade notebooks mutants bench} "
 tmp=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -m grader.doctor; } > "$out/grade.txt" 2>&1
-for ex in 01 02 03 04 05 06 07; do
-  timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 --json "$tmp/sol-$ex.json" > "$tmp/sol-$ex.txt" 2>&1 &
-  timeout "${GRADE_LIMIT:-300}" python3 -m grader.notebooks build/course/source/"$ex"_*/*.ipynb > "$tmp/nb-$ex.txt" 2>&1 &
+for ex in $exercises; do
+  if [[ $steps == *" grade "* ]]; then
+    timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 --json "$tmp/sol-$ex.json" > "$tmp/sol-$ex.txt" 2>&1 &
+    timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target exercises --seed 2026 > "$tmp/skel-$ex.txt" 2>&1 &
+  fi
+  if [[ $steps == *" notebooks "* ]]; then
+    timeout "${GRADE_LIMIT:-300}" python3 -m grader.notebooks build/course/source/"$ex"_*/*.ipynb > "$tmp/nb-$ex.txt" 2>&1 &
+    timeout "${GRADE_LIMIT:-300}" python3 -m grader.notebooks build/course/release/"$ex"_*/*.ipynb > "$tmp/nbr-$ex.txt" 2>&1 &
+  fi
 done
-timeout "${GRADE_LIMIT:-300}" python3 -m grader --target exercises --seed 2026 > "$tmp/skeletons.txt" 2>&1 &
+if [[ $steps == *" mutants "* ]]; then
+  selected=$(printf " or %s" $exercises); selected=${selected# or }
+  timeout "${MUTANT_LIMIT:-420}" python3 -m pytest tests/test_exercises.py -k "mutant and ($selected)" -q -rf \
+    -p no:cacheprovider -p no:benchmark $(python3 -c "import xdist" 2>/dev/null && printf -- "-n 12") > "$out/mutants.txt" 2>&1 &
+fi
 wait
-cat "$tmp"/sol-*.txt "$tmp/skeletons.txt" >> "$out/grade.txt"
-cat "$tmp"/nb-*.txt > "$out/notebooks.txt"
-python3 -c "import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]], indent=1))" "$tmp"/sol-*.json > "$out/results-solutions.json"
-timeout "${BENCH_LIMIT:-240}" python3 -m common.benchmark --target solutions --shape 4,32,4096,64 --shape 4,16,4096,128 > "$out/bench.txt" 2>&1
-echo "== grades (solutions, then skeletons)"; grep -E "^Exercise|Total|FAIL|^  [0-9]{2} " "$out/grade.txt"
+cat "$tmp"/sol-*.txt "$tmp"/skel-*.txt >> "$out/grade.txt" 2>/dev/null
+cat "$tmp"/nb-*.txt "$tmp"/nbr-*.txt > "$out/notebooks.txt" 2>/dev/null
+python3 -c "import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]], indent=1))" "$tmp"/sol-*.json > "$out/results-solutions.json" 2>/dev/null
+if [[ $steps == *" bench "* ]]; then
+  timeout "${BENCH_LIMIT:-240}" python3 -m common.benchmark --target solutions --shape 4,32,4096,64 --shape 4,16,4096,128 > "$out/bench.txt" 2>&1
+fi
+echo "== grades (solutions, then skeletons)"; grep -E "^Exercise|Total|FAIL|grader failed" "$out/grade.txt"
 echo "== notebooks"; grep -E "^==|^Total|^!!" "$out/notebooks.txt"
-echo "== benchmark"; cat "$out/bench.txt"
+[[ $steps == *" mutants "* ]] && { echo "== mutants"; tail -n 25 "$out/mutants.txt"; }
+[[ $steps == *" bench "* ]] && { echo "== benchmark"; cat "$out/bench.txt"; }
+exit 0
