@@ -7,7 +7,7 @@ student. pytest, `make grade` and nbgrader all run these same functions.
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -60,6 +60,25 @@ class Result:
     message: str = ""
     seconds: float = 0.0
     description: str = ""
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """An argument that stands for a callable built on the student's side of the grader: the call
+    receives `common.fixtures.<name>(**params)` in its place (a function of known cost, a fake clock).
+    Only tensors, plain data and these markers cross into student code."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class OutputFile:
+    """An argument that is the path of a file the student's function writes (a plot): after the
+    call, `content` holds the file's bytes (None when it was not written)."""
+
+    name: str
+    content: bytes = None
 
 
 class MissingFunction(Exception):
