@@ -1,7 +1,6 @@
-"""Calling untrusted student functions and comparing their outputs, with diagnoses that teach."""
+"""Calling student functions and comparing their outputs, with diagnoses that teach."""
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -14,120 +13,10 @@ class CheckFailed(Exception):
 
 
 # ----------------------------------------------------------------------------- calling
-_ALLOCATORS = ("empty", "empty_like", "empty_strided")
-GUARD_VALUE = 12345.0  # fills the guard zones around outputs; any other value there was stored by a kernel
-
-
-@dataclass
-class GuardedOutput:
-    """A tensor made by torch.empty* during a student call, inside a larger buffer whose guard zones
-    before and after it catch stores that miss the tensor."""
-
-    tensor: torch.Tensor
-    buffer: torch.Tensor  # 1-D: [guard | the tensor's span | guard]
-    guard: int
-
-    def stray_stores(self) -> tuple:
-        """(elements changed before the tensor, elements changed after it)."""
-        changed = self.buffer != torch.tensor(GUARD_VALUE, dtype=self.buffer.dtype, device=self.buffer.device)
-        return int(changed[: self.guard].sum()), int(changed[len(self.buffer) - self.guard:].sum())
-
-
-def _guarded_like(t: torch.Tensor, made: list) -> torch.Tensor:
-    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
-    guard = -(-max(span, 8192) // 128) * 128  # whole rows or blocks past either end; keeps 256-byte alignment
-    buffer = torch.full((guard + span + guard,), GUARD_VALUE, dtype=t.dtype, device=t.device)
-    out = buffer.as_strided(t.shape, t.stride(), guard)
-    out.fill_(math.nan)
-    made.append(GuardedOutput(out, buffer, guard))
-    return out
-
-
-@contextmanager
-def guarded_allocations():
-    """Make every floating-point tensor of torch.empty* NaN-filled (so unwritten outputs show) and
-    surrounded by guard zones (so stores outside it are caught, not left to corrupt memory).
-    Yields the list of GuardedOutput made inside the block."""
-    originals = {name: getattr(torch, name) for name in _ALLOCATORS}
-    made = []
-
-    def guarding(allocate):
-        def allocate_guarded(*args, **kwargs):
-            t = allocate(*args, **kwargs)
-            return _guarded_like(t, made) if t.is_floating_point() else t
-
-        return allocate_guarded
-
-    for name, allocate in originals.items():
-        setattr(torch, name, guarding(allocate))
-    try:
-        yield made
-    finally:
-        for name, allocate in originals.items():
-            setattr(torch, name, allocate)
-
-
-def _expect_no_stray_stores(made) -> None:
-    for output in made:
-        before, after = output.stray_stores()
-        if before or after:
-            where = " and ".join(f"{n} elements {side}" for n, side in ((before, "before its start"),
-                                                                     (after, "past its end")) if n)
-            raise CheckFailed(
-                f"your kernel stored outside its output tensor of shape {tuple(output.tensor.shape)}: {where}. "
-                "A store needs a mask for the last, partial block (rows or columns >= the size), and offsets "
-                "built from the right strides; on a GPU such a store corrupts other memory or crashes."
-            )
-
-
-@contextmanager
-def counted_kernel_launches():
-    """Count Triton kernel launches (compiled or interpreted) made inside the block: yields a list
-    whose length is the count."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    launches, originals = [], {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
-
-    def counting(run):
-        def run_counted(self, *args, **kwargs):
-            if not kwargs.get("warmup"):
-                launches.append(self)
-            return run(self, *args, **kwargs)
-
-        return run_counted
-
-    for cls, run in originals.items():
-        cls.run = counting(run)
-    try:
-        yield launches
-    finally:
-        for cls, run in originals.items():
-            cls.run = run
-
-
 def call(fn, *args, **kwargs):
-    """Run a student function with guarded, NaN-filled allocations; check that it launched a Triton
-    kernel, stored nothing outside its outputs and left its inputs unchanged."""
-    inputs = {f"argument {i + 1}": a for i, a in enumerate(args)} | kwargs
-    snapshots = {name: t.clone() for name, t in inputs.items() if isinstance(t, torch.Tensor)}
-    with guarded_allocations() as made, counted_kernel_launches() as launches:
-        out = fn(*args, **kwargs)
-    if not launches:
-        raise CheckFailed(
-            f"{getattr(fn, '__name__', 'your function')} returned without launching a Triton kernel: "
-            "the exercise is to compute the result in your kernel (PyTorch-only answers earn no points)"
-        )
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    _expect_no_stray_stores(made)
-    for name, before in snapshots.items():
-        if not torch.equal(before.nan_to_num(), inputs[name].nan_to_num()):
-            raise CheckFailed(
-                f"your function changed its input ({name}) in place; inputs must come back "
-                "unmodified (did a kernel store into an input pointer?)"
-            )
-    return out
+    """Run a student function guarded (grader.loader.StudentFunction.guarded): NaN-filled outputs
+    between guard zones, a Triton kernel launched, nothing computed by PyTorch, inputs unchanged."""
+    return fn.guarded(*args, **kwargs)
 
 
 def expect_tensor(what: str, out, shape, dtype) -> None:

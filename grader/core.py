@@ -6,9 +6,7 @@ student. pytest, `make grade` and nbgrader all run these same functions.
 """
 
 import time
-import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -87,6 +85,8 @@ class MissingFunction(Exception):
 
 def run_check(chk: Check, impl, ctx: Context) -> Result:
     """Run one check, turning every way student code can fail into a Result with a message."""
+    from grader.sandbox import ProcessEnded, StudentCodeFailed
+
     result = Result(chk.name, chk.points, 0.0, "failed", description=chk.description)
     if chk.gpu_only and not ctx.gpu:
         result.status = "needs a GPU"
@@ -96,12 +96,12 @@ def run_check(chk: Check, impl, ctx: Context) -> Result:
     try:
         chk.run(impl, ctx)
         result.earned, result.status = chk.points, "passed"
-    except CheckFailed as exc:
+    except (CheckFailed, MissingFunction, ProcessEnded) as exc:
         result.message = str(exc)
-    except MissingFunction as exc:
-        result.message = str(exc)
-    except Exception as exc:  # noqa: BLE001 - student code may raise anything
-        result.status, result.message = explain_exception(exc)
+    except StudentCodeFailed as exc:
+        result.status, result.message = explain_failure(exc.info)
+    except Exception as exc:  # noqa: BLE001 - a bug of the grader's own: say so, grade the rest
+        result.message = f"the grader failed while checking your result ({type(exc).__name__}: {exc}); please report this"
     finally:
         result.seconds = time.perf_counter() - start
         if ctx.gpu:
@@ -109,42 +109,16 @@ def run_check(chk: Check, impl, ctx: Context) -> Result:
     return result
 
 
-def explain_exception(exc: BaseException) -> tuple:
-    """(status, message) for an exception raised by student code."""
-    text = _exception_text(exc)
+def explain_failure(info: dict) -> tuple:
+    """(status, message) for an exception raised by student code, described by the student's side
+    (grader.sandbox.StudentCodeFailed.info: type, text, where)."""
+    text = info["text"]
     if NOT_IMPLEMENTED in text:
         return "not implemented", "not implemented yet: fill in the code marked TODO in the exercise"
-    where = _student_frame(exc)
-    if where is None:
-        return "failed", f"the grader failed while checking your result ({_last_line(text)}); please report this"
-    first_line = text.strip().splitlines()[0]
+    first_line = (text.strip().splitlines() or ["an exception"])[0]
+    where = f"\n  at {info['where']}" if info["where"] else ""
     hint = _hint_for(text)
-    return "failed", f"your code raised {first_line}\n  at {where}" + (f"\n{hint}" if hint else "")
-
-
-def _last_line(text: str) -> str:
-    return text.strip().splitlines()[-1] if text.strip() else "no message"
-
-
-def _exception_text(exc: BaseException) -> str:
-    parts = []
-    while exc is not None:
-        parts.append(f"{type(exc).__name__}: {exc}")
-        exc = exc.__cause__ or exc.__context__
-    return "\n".join(parts)
-
-
-_NOT_STUDENT_CODE = (str(Path(__file__).resolve().parent), str(Path(inputs.__file__).resolve().parent), "site-packages")
-
-
-def _student_frame(exc: BaseException) -> str:
-    """'folder/file.py:line: source' for the innermost frame of student code, or None."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not any(part in f.filename for part in _NOT_STUDENT_CODE)]
-    if not frames:
-        return None
-    f = frames[-1]
-    return f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}: {(f.line or '').strip()}"
+    return "failed", f"your code raised {first_line}{where}" + (f"\n{hint}" if hint else "")
 
 
 _HINTS = {

@@ -11,6 +11,8 @@ class Exercise:
     title: str
     module: str  # the file the student edits, without .py
     functions: tuple  # what the checks take from that module
+    kernels_only: bool = True  # answers must be computed by Triton kernels (PyTorch ops outside them fail)
+    extra_imports: tuple = ()  # modules graded code may import beyond grader.static.BASE_IMPORTS
 
     @property
     def checks(self) -> list:

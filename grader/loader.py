@@ -1,63 +1,153 @@
-"""Importing a student's modules by path, from exercises/, solutions/ or any copy laid out alike."""
+"""The student's implementation as the checks see it.
 
-import importlib.util
-import sys
-from pathlib import Path
+`impl.softmax(x)` calls the student's function; `call(impl.softmax, x)` (common.compare) calls it
+guarded. Where the function runs is the implementation's business:
+- `RemoteImplementation`: in the student's sandboxed process (grader.sandbox), for every graded run;
+- `LocalImplementation`: in the current process, for a notebook checking its own code as the
+  student works (practice: scores for credit come from the grader's own run).
+Either way a call returns plain tensors and data, after the same verdicts on what it did: an answer
+computed by PyTorch outside a Triton kernel, a store outside the outputs or a modified input fails
+the check with a message that says so.
+"""
 
-from grader.core import MissingFunction
+import torch
 
-
-class ImportFailed(Exception):
-    """The student's module could not be imported; the message says why and where."""
-
-
-def load_module(path: Path):
-    path = Path(path).resolve()
-    if not path.is_file():
-        raise ImportFailed(f"{path} does not exist")
-    name = f"student_{path.parent.name}_{path.stem}_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # @triton.jit needs the module importable to read its source
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        raise ImportFailed(f"{path.parent.name}/{path.name} line {exc.lineno}: SyntaxError: {exc.msg}") from exc
-    except Exception as exc:  # noqa: BLE001 - module-level student code may raise anything
-        raise ImportFailed(f"importing {path.parent.name}/{path.name} raised {type(exc).__name__}: {exc}") from exc
-    return module
+from common import harness
+from common.compare import CheckFailed
+from grader.core import Fixture, MissingFunction, OutputFile
 
 
-def load_sibling(anchor: str, folder: str, module: str):
-    """The module `folder/module.py` next to the exercise folder holding the file `anchor`.
+class StudentFunction:
+    """One of the student's functions. Calling it runs it (unguarded: probes, timing)."""
 
-    Exercise 07 uses it to reach the student's own exercises 04-06, wherever the course lives. In
-    the notebooks (grader.notebooks) the sibling is `folder/folder.ipynb`: its code cells are loaded.
-    """
-    path = Path(anchor).resolve().parent.parent / folder / f"{module}.py"
-    notebook = path.with_name(f"{folder}.ipynb")
-    if not path.exists() and notebook.exists():
-        from grader.notebooks import notebook_as_module
+    def __init__(self, impl, name: str, folder=None, module=None):
+        self.impl, self.__name__, self.folder, self.module = impl, name, folder, module
 
-        path = notebook_as_module(notebook, module)
-    return load_module(path)
+    def __call__(self, *args, **kwargs):
+        return self.impl.run(self, args, kwargs, guarded=False)
+
+    def guarded(self, *args, **kwargs):
+        """Run it with NaN-filled, guarded outputs; it must launch a kernel and keep its inputs."""
+        return self.impl.run(self, args, kwargs, guarded=True)
+
+    def with_backward(self, inputs, grad, **kwargs):
+        """(out, *grads of inputs): out = fn(*inputs, **kwargs) with autograd, then out.backward(grad)."""
+        return self.impl.run(self, inputs, kwargs, guarded=True, backward=grad)
 
 
 class Implementation:
-    """The student's functions for one exercise, as attributes: impl.matmul(a, b)."""
+    """The functions of one exercise's module, as attributes."""
 
-    def __init__(self, namespace: dict, where: str):
-        self._namespace = namespace
-        self._where = where
+    def __init__(self, where: str, kernels_only: bool = True):
+        self.where, self.kernels_only = where, kernels_only
 
     def __getattr__(self, name):
-        try:
-            return self._namespace[name]
-        except KeyError:
-            raise MissingFunction(f"{self._where} does not define {name}()") from None
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return StudentFunction(self, name)
+
+    def exercise(self, folder: str, module: str):
+        """Another exercise of the same student (07 grades the pieces it is built from)."""
+        return _Sibling(self, folder, module)
+
+    def run(self, fn: StudentFunction, args, kwargs, guarded: bool, backward=None):
+        reply = self.execute(fn, args, kwargs, guarded, backward)
+        verdict(fn.__name__, reply, guarded and self.kernels_only, self.kernels_only)
+        return reply.value
+
+    def execute(self, fn, args, kwargs, guarded, backward):
+        raise NotImplementedError
 
 
-def load_implementation(exercise, target: Path) -> Implementation:
-    path = Path(target) / exercise.folder / f"{exercise.module}.py"
-    module = load_module(path)
-    return Implementation(vars(module), f"{exercise.folder}/{exercise.module}.py")
+class _Sibling:
+    def __init__(self, impl, folder, module):
+        self.impl, self.folder, self.module = impl, folder, module
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return StudentFunction(self.impl, name, self.folder, self.module)
+
+
+def verdict(name: str, reply, launch_needed: bool, kernels_only: bool) -> None:
+    """Fail the check when the call computed its answer outside a Triton kernel or misbehaved."""
+    if kernels_only and reply.computed:
+        ops = ", ".join(f"aten::{op}" for op in reply.computed[:5])
+        raise CheckFailed(
+            f"your {name} called {ops} outside a Triton kernel: compute the result in your kernel. "
+            "Host code may only allocate (torch.empty*), view, copy or convert tensors.")
+    if launch_needed and not reply.launches:
+        raise CheckFailed(
+            f"{name} returned without launching a Triton kernel: the exercise is to compute the result in "
+            "your kernel (PyTorch-only answers earn no points)")
+    if reply.problems:
+        raise CheckFailed(reply.problems[0])
+
+
+class RemoteImplementation(Implementation):
+    """Calls go to the student's process (grader.sandbox.StudentProcess)."""
+
+    def __init__(self, process, where: str, kernels_only: bool = True):
+        super().__init__(where, kernels_only)
+        self.process = process
+
+    def execute(self, fn, args, kwargs, guarded, backward):
+        markers = [a for a in list(args) + list(kwargs.values()) if isinstance(a, OutputFile)]
+        reply = self.process.call(fn.__name__, args, kwargs, guarded, fn.folder, fn.module, backward)
+        for marker in markers:
+            marker.content = reply.files.get(marker.name)
+        return reply
+
+
+class LocalImplementation(Implementation):
+    """Calls run here, on the functions of `namespace` (a notebook's globals)."""
+
+    def __init__(self, namespace: dict, where: str, kernels_only: bool = True, siblings=None):
+        super().__init__(where, kernels_only)
+        self.namespace, self.siblings = namespace, siblings
+
+    def execute(self, fn, args, kwargs, guarded, backward):
+        import tempfile
+        from pathlib import Path
+
+        namespace = self.namespace if fn.folder is None else vars(self.siblings(fn.folder, fn.module))
+        target = namespace.get(fn.__name__)
+        if not callable(target):
+            raise MissingFunction(f"{self.where} does not define {fn.__name__}()")
+        with tempfile.TemporaryDirectory() as tmp:
+            def resolve(value):
+                if isinstance(value, Fixture):
+                    from common import fixtures
+
+                    return getattr(fixtures, value.name)(**value.params)
+                if isinstance(value, OutputFile):
+                    return str(Path(tmp) / Path(value.name).name)
+                return value
+
+            call_args, call_kwargs = [resolve(a) for a in args], {k: resolve(v) for k, v in kwargs.items()}
+            if backward is not None:
+                target = _with_backward(target, backward)
+            outcome = harness.invoke(target, call_args, call_kwargs, guarded, self.kernels_only)
+            for value in list(args) + list(kwargs.values()):
+                if isinstance(value, OutputFile):
+                    path = Path(tmp) / Path(value.name).name
+                    value.content = path.read_bytes() if path.is_file() else None
+        outcome.value = _plain(outcome.value)
+        outcome.files = {}
+        return outcome
+
+
+def _with_backward(fn, grad):
+    return lambda *inputs, **kwargs: harness.forward_backward(fn, inputs, grad, kwargs)
+
+
+def _plain(value):
+    """The value with every tensor a plain torch.Tensor: a subclass could redefine arithmetic."""
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor:
+            raise CheckFailed(f"your function returned a {type(value).__name__}, a subclass of torch.Tensor: "
+                              "return the plain tensor your kernel wrote")
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value

@@ -14,7 +14,6 @@ needed, e.g. on a GPU box) and prints what each test cell earned.
 import ast
 import contextlib
 import io
-import json
 import os
 import re
 import sys
@@ -40,7 +39,7 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
         from common import env
         from grader.core import Context, run_check
         from grader.exercises import find
-        from grader.loader import Implementation
+        from grader.loader import LocalImplementation
         from grader.report import exercise_report
 
         exercise = find(exercise_key)
@@ -49,11 +48,20 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
             raise LookupError(f"the grader has no check {check_name!r} for exercise {exercise.number} any more: "
                               "this notebook is older than the installed course package")
         mode = env.setup()
-        result = run_check(chk, Implementation(namespace, "this notebook"), Context(device=mode.device, seed=SEED))
+        impl = LocalImplementation(namespace, "this notebook", exercise.kernels_only, siblings=_siblings(namespace))
+        result = run_check(chk, impl, Context(device=mode.device, seed=SEED))
     print(exercise_report(exercise, [result]))
     if result.status == "needs a GPU":
         print("  In nbgrader this check scores 0 without a GPU: autograde on a GPU to grade it.")
     return float(result.earned)
+
+
+def _siblings(namespace: dict):
+    """Loads the student's other exercises (07 uses 04-06) from the folders next to the notebook's."""
+    from common.loader import load_sibling
+
+    anchor = namespace.get("__file__") or os.path.abspath("notebook.py")
+    return lambda folder, module: load_sibling(anchor, folder, module)
 
 
 @contextlib.contextmanager
@@ -203,22 +211,6 @@ def _defined_name(code: str) -> str:
     """The first top-level function or class a cell defines: the name of its solution cell."""
     names = re.findall(r"^(?:def|class) (\w+)", code, flags=re.MULTILINE)
     return names[0] if names else "code"
-
-
-def notebook_as_module(notebook: Path, module: str) -> Path:
-    """A file `<folder>/<module>.py` holding the student's code in `notebook` (every code cell but
-    the set-up and the tests), so that grader.loader can import one exercise's notebook from another."""
-    cells = json.loads(Path(notebook).read_text())["cells"]
-    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code" and _student_code(c)]
-    path = Path(tempfile.mkdtemp(prefix="course-")) / Path(notebook).parent.name / f"{module}.py"
-    path.parent.mkdir()
-    path.write_text("\n\n\n".join(code) + "\n")
-    return path
-
-
-def _student_code(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader")
-    return meta is None or meta.get("solution", False)
 
 
 def graded_cells(nb) -> list:

@@ -5,6 +5,7 @@ import torch
 from common import inputs, reference
 from common.compare import CheckFailed, call, expect_close, expect_tensor, rows_wrong, span
 from grader.core import check
+from grader.sandbox import raised
 
 BLOCK_GUESSES = (16, 32, 64, 128)  # rows per program a student's kernel may use
 ROWS = 32  # rows per program in the tile summaries (the interpreter config's BLOCK_M)
@@ -23,7 +24,7 @@ def _delta_case(impl, ctx, N, d, tag, dtype=torch.float16, strided=(), B=2, H=3)
         if "incompatible dimensions" not in str(exc) and "Cannot broadcast" not in str(exc):
             raise
         raise CheckFailed(
-            f"{what}: your kernel raised {type(exc).__name__}: {exc}\nLikely cause: the row sums do not have one "
+            f"{what}: your kernel raised {raised(exc)}\nLikely cause: the row sums do not have one "
             "value per row: tl.sum(x, axis=1) of a [BLOCK_M, HEAD_DIM] tile gives [BLOCK_M] (one per row, what "
             "delta needs); axis=0 gives [HEAD_DIM], which clashes with the BLOCK_M row offsets of the store"
         ) from None

@@ -15,7 +15,7 @@ from common.tolerance import FLOOR, allowed_error
 from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
                                     nan_advice, probe_width, scale_advice, visibility_map)
 from grader.core import NOT_IMPLEMENTED, check
-from grader.loader import ImportFailed, load_sibling
+from grader.sandbox import ProcessEnded, StudentCodeFailed, raised
 
 QUERIES = 64  # query rows per program in tile summaries and maps (exercise 07's interpreter BLOCK_M)
 OWN_STUBS = (f"{NOT_IMPLEMENTED}: forward", f"{NOT_IMPLEMENTED}: backward")  # this file's autograd regions
@@ -103,20 +103,22 @@ def _cases(impl, ctx, tag, cases, **options):
 
 # ----------------------------------------------------------------------------- the assembled function
 def _exercise(impl, folder, module):
-    return load_sibling(impl.__file__, folder, module)
+    return impl.exercise(folder, module)
 
 
 def _fails(what, fn):
     """None when fn() runs and passes, else a one-line reason."""
     try:
         return fn()
-    except ImportFailed as exc:
-        return f"cannot be imported: {exc}"
-    except Exception as exc:  # noqa: BLE001 - student code may raise anything
-        text = str(exc).strip().splitlines()
-        if NOT_IMPLEMENTED in str(exc):
+    except StudentCodeFailed as exc:
+        if NOT_IMPLEMENTED in exc.info["text"]:
             return "is not implemented yet"
-        return f"raised {type(exc).__name__}: {text[-1] if text else ''}"
+        if exc.info["type"] == "ImportFailed":
+            return f"cannot be imported: {exc.info['text'].splitlines()[0]}"
+        text = exc.info["text"].strip().splitlines()
+        return f"raised {text[0] if text else exc.info['type']}"
+    except (CheckFailed, ProcessEnded) as exc:
+        return f"failed: {str(exc).splitlines()[0]}"
 
 
 def _wrong(out, ref, lowp, dtype):
@@ -175,10 +177,7 @@ def _with_culprit(impl, ctx, causal, dtype, message, strided=False):
 
 def _run_assembled(impl, q, k, v, do, causal):
     """(o, dq, dk, dv) from the student's flash_attention, forward then backward."""
-    leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-    o = impl.flash_attention(*leaves, causal=causal)
-    o.backward(do)
-    return (o, *(t.grad for t in leaves))
+    return impl.flash_attention.with_backward((q, k, v), do, causal=causal)
 
 
 def _assembled_case(impl, ctx, N, d, causal, tag, strided=False):
@@ -188,14 +187,14 @@ def _assembled_case(impl, ctx, N, d, causal, tag, strided=False):
         q, k, v, do = (inputs.strided_view(t) for t in (q, k, v, do))
     what = f"flash_attention B=2 H=3 N={N} d={d} ({'causal' if causal else 'non-causal'}{', strided views' if strided else ''})"
     try:
-        o, dq, dk, dv = call(_run_assembled, impl, q, k, v, do, causal)
+        o, dq, dk, dv = _run_assembled(impl, q, k, v, do, causal)
     except Exception as exc:  # noqa: BLE001 - name the earlier exercise that breaks it, if any
         if any(stub in str(exc) for stub in OWN_STUBS):
             raise
         culprit = _culprit(impl, ctx, causal, dtype, strided)
         if culprit is None:
             raise
-        raise CheckFailed(f"{what}: raised {type(exc).__name__}: {str(exc).strip().splitlines()[-1]}\n{culprit}") from None
+        raise CheckFailed(f"{what}: raised {raised(exc)}\n{culprit}") from None
     for name, t in (("o", o), ("q.grad", dq), ("k.grad", dk), ("v.grad", dv)):
         expect_tensor(f"{what}: {name}", t, q.shape, dtype)
     o_ref, _ = reference.attention(q, k, v, causal)
@@ -216,14 +215,14 @@ def _directional_check(impl, ctx, B, H, N, d, causal, tag, dtype):
     q, k, v, do = (ctx.randn((B, H, N, d), dtype, f"{tag}.{n}") for n in ("q", "k", "v", "do"))
     what = f"flash_attention B={B} H={H} N={N} d={d} ({'causal' if causal else 'non-causal'}, {str(dtype)[6:]})"
     try:
-        _, *grads = call(_run_assembled, impl, q, k, v, do, causal)
+        _, *grads = _run_assembled(impl, q, k, v, do, causal)
     except Exception as exc:  # noqa: BLE001 - name the earlier exercise that breaks it, if any
         if any(stub in str(exc) for stub in OWN_STUBS):
             raise
         culprit = _culprit(impl, ctx, causal, dtype)
         if culprit is None:
             raise
-        raise CheckFailed(f"{what}: raised {type(exc).__name__}: {str(exc).strip().splitlines()[-1]}\n{culprit}") from None
+        raise CheckFailed(f"{what}: raised {raised(exc)}\n{culprit}") from None
     x = [t.double() for t in (q, k, v)]
     do64 = do.double()
     lows = reference.attention_grads_lowp(q, k, v, do, causal)

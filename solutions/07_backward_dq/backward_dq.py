@@ -29,7 +29,7 @@ import triton.language as tl
 from common.env import interpreting
 from common.shapes import check_attention_tensors, check_row_statistics
 from common.tuning import shared_memory_pruner
-from grader.loader import load_sibling
+from common.loader import load_sibling
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 

@@ -1,0 +1,215 @@
+"""How a student's function is called, on the student's side of the grader.
+
+`invoke` runs one call and reports what the grader must know besides the returned value:
+- whether a Triton kernel was launched, and which PyTorch operations computed something outside
+  the kernels (an answer computed by PyTorch earns nothing: only allocation, views, copies and
+  dtype conversions are host work);
+- with `guarded=True`: outputs allocated with torch.empty* are NaN-filled (so unwritten elements
+  show) and sit between guard zones (so a store past either end is caught instead of corrupting
+  memory), and the inputs must come back unchanged.
+
+It runs in the sandboxed process that serves the grader (common.serve) and, for practice, in a
+notebook's own kernel. It imports nothing from the grader.
+"""
+
+import math
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+GUARD_VALUE = 12345.0  # fills the guard zones around outputs; any other value there was stored by a kernel
+_ALLOCATORS = ("empty", "empty_like", "empty_strided")
+
+# aten operations that allocate, view, copy or convert: host work a wrapper may do. Anything else
+# (arithmetic, reductions, matmul, softmax, attention) computes, and must happen in a Triton kernel.
+HOST_OPS = frozenset("""
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros full full_like
+    new_full ones ones_like new_ones fill_ zero_ arange scalar_tensor lift_fresh lift_fresh_copy
+    view _unsafe_view reshape as_strided transpose t permute expand unsqueeze squeeze select slice
+    unbind split split_with_sizes chunk narrow movedim flatten unflatten alias detach view_as
+    clone contiguous copy_ _to_copy to _copy_from _copy_from_and_resize resolve_conj resolve_neg
+    _local_scalar_dense is_same_size set_ record_stream _has_compatible_shallow_copy_type
+""".split())
+
+
+@dataclass
+class Outcome:
+    value: object
+    launches: int = 0
+    computed: list = field(default_factory=list)  # aten op names that computed outside kernels
+    problems: list = field(default_factory=list)  # messages: stray stores, modified inputs
+
+
+# ----------------------------------------------------------------------------- guarded outputs
+@dataclass
+class GuardedOutput:
+    """A tensor made by torch.empty* during a call, inside a larger buffer whose guard zones
+    before and after it catch stores that miss the tensor."""
+
+    tensor: torch.Tensor
+    buffer: torch.Tensor  # 1-D: [guard | the tensor's span | guard]
+    guard: int
+
+    def stray_stores(self) -> tuple:
+        """(elements changed before the tensor, elements changed after it)."""
+        changed = self.buffer != torch.tensor(GUARD_VALUE, dtype=self.buffer.dtype, device=self.buffer.device)
+        return int(changed[: self.guard].sum()), int(changed[len(self.buffer) - self.guard:].sum())
+
+
+def _guarded_like(t: torch.Tensor, made: list) -> torch.Tensor:
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
+    guard = -(-max(span, 8192) // 128) * 128  # whole rows or blocks past either end; keeps 256-byte alignment
+    buffer = torch.full((guard + span + guard,), GUARD_VALUE, dtype=t.dtype, device=t.device)
+    out = buffer.as_strided(t.shape, t.stride(), guard)
+    out.fill_(math.nan)
+    made.append(GuardedOutput(out, buffer, guard))
+    return out
+
+
+@contextmanager
+def guarded_allocations():
+    """Make every floating-point tensor of torch.empty* NaN-filled and guarded; yields the list of
+    GuardedOutput made inside the block."""
+    originals = {name: getattr(torch, name) for name in _ALLOCATORS}
+    made = []
+
+    def guarding(allocate):
+        def allocate_guarded(*args, **kwargs):
+            t = allocate(*args, **kwargs)
+            return _guarded_like(t, made) if t.is_floating_point() else t
+
+        return allocate_guarded
+
+    for name, allocate in originals.items():
+        setattr(torch, name, guarding(allocate))
+    try:
+        yield made
+    finally:
+        for name, allocate in originals.items():
+            setattr(torch, name, allocate)
+
+
+def _stray_store_problems(made) -> list:
+    problems = []
+    for output in made:
+        before, after = output.stray_stores()
+        if before or after:
+            where = " and ".join(f"{n} elements {side}" for n, side in ((before, "before its start"),
+                                                                     (after, "past its end")) if n)
+            problems.append(
+                f"your kernel stored outside its output tensor of shape {tuple(output.tensor.shape)}: {where}. "
+                "A store needs a mask for the last, partial block (rows or columns >= the size), and offsets "
+                "built from the right strides; on a GPU such a store corrupts other memory or crashes.")
+    return problems
+
+
+# ----------------------------------------------------------------------------- what ran
+class _Audit:
+    """Counts Triton kernel launches and records the aten operations that computed outside them."""
+
+    def __init__(self, kernels_only: bool):
+        self.kernels_only = kernels_only
+        self.launches = 0
+        self.computed = []
+        self.in_kernel = False
+
+
+@contextmanager
+def _audited(audit: _Audit):
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    class HostOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.__name__.split(".")[0]
+            if not audit.in_kernel and name not in HOST_OPS and name not in audit.computed:
+                audit.computed.append(name)
+            return func(*args, **(kwargs or {}))
+
+    def counting(run):
+        def run_counted(self, *args, **kwargs):
+            if kwargs.get("warmup"):
+                return run(self, *args, **kwargs)
+            audit.launches += 1
+            outer, audit.in_kernel = audit.in_kernel, True  # the launcher's own tensor handling is not host work
+            try:
+                return run(self, *args, **kwargs)
+            finally:
+                audit.in_kernel = outer
+
+        return run_counted
+
+    originals = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
+    for cls, run in originals.items():
+        cls.run = counting(run)
+    try:
+        if audit.kernels_only:
+            with HostOps():
+                yield
+        else:
+            yield
+    finally:
+        for cls, run in originals.items():
+            cls.run = run
+
+
+# ----------------------------------------------------------------------------- calls
+def _tensors(args, kwargs) -> dict:
+    named = {f"argument {i + 1}": a for i, a in enumerate(args)} | dict(kwargs)
+    return {name: t for name, t in named.items() if isinstance(t, torch.Tensor)}
+
+
+def invoke(fn, args=(), kwargs=None, guarded=False, kernels_only=True) -> Outcome:
+    """Call fn(*args, **kwargs) and report what it launched and computed."""
+    kwargs = kwargs or {}
+    snapshots = {name: t.clone() for name, t in _tensors(args, kwargs).items()} if guarded else {}
+    audit = _Audit(kernels_only)
+    with guarded_allocations() if guarded else _nothing() as made, _audited(audit):
+        value = fn(*args, **kwargs)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    outcome = Outcome(value, audit.launches, audit.computed)
+    if guarded:
+        outcome.problems += _stray_store_problems(made)
+        current = _tensors(args, kwargs)
+        outcome.problems += [
+            f"your function changed its input ({name}) in place; inputs must come back unmodified "
+            "(did a kernel store into an input pointer?)"
+            for name, before in snapshots.items() if not torch.equal(before.nan_to_num(), current[name].nan_to_num())]
+    return outcome
+
+
+@contextmanager
+def _nothing():
+    yield []
+
+
+def forward_backward(fn, inputs, grad, kwargs):
+    """(out, *input grads): out = fn(*inputs, **kwargs) with autograd, then out.backward(grad)."""
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    out = fn(*leaves, **kwargs)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"flash_attention should return a tensor, got {type(out).__name__}")
+    out.backward(grad)
+    return (out.detach(), *(t.grad for t in leaves))
+
+
+# ----------------------------------------------------------------------------- errors
+def describe_exception(exc: BaseException, runtime_dirs) -> dict:
+    """What the grader reports about an exception raised by student code: its type and text (with
+    causes) and the innermost line of student code, as plain strings."""
+    parts, seen = [], exc
+    while seen is not None and len(parts) < 8:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(str(d) in f.filename for d in runtime_dirs) and "-packages" not in f.filename]
+    where = None
+    if frames:
+        f = frames[-1]
+        where = f"{Path(f.filename).parent.name}/{Path(f.filename).name}:{f.lineno}: {(f.line or '').strip()}"
+    return {"type": type(exc).__name__, "text": "\n".join(parts)[:4000], "where": where}

@@ -1,0 +1,373 @@
+"""The grader's side of the wall around student code.
+
+Student code never runs in the grader's process. For each exercise the grader starts a disposable
+process (common.serve) that imports the student's module and answers calls: the grader sends
+input tensors and receives output tensors (common.wire), then compares and scores on its own side.
+
+Where the grader runs as root and Linux namespaces are available (a grading server, Gradescope,
+the container), that process is isolated:
+- it sees a file tree of its own: the system's programs and libraries, Python's packages, and a
+  sandbox folder holding a copy of the student's files and the student runtime (common/'s
+  env, shapes, tuning, loader, harness, wire, serve, fixtures). The course repository (solutions/,
+  grader/, tests/), other submissions, the seed, the results file and the rest of the machine
+  are not in it;
+- it runs as an unprivileged user of its own, with caps on file size and processes;
+- it is the init of a PID namespace: when it ends, or is killed, every process it started dies.
+Elsewhere (a student's own laptop) it is a plain child process in a private folder, with the same
+protocol: nothing it does reaches the grader's memory or its results, but it has the user's
+file permissions. `isolation()` says which applies; the report header prints it.
+"""
+
+import functools
+import os
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import wire
+from grader.core import MissingFunction
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME_FILES = ("__init__.py", "env.py", "shapes.py", "tuning.py", "loader.py", "harness.py", "wire.py",
+                 "serve.py", "fixtures.py")
+MAX_STUDENT_FILE = 4 << 20  # bytes: larger files are not copied into the sandbox
+OUTPUT_SHOWN = 2000  # characters of a student's printed output shown per check
+
+# Run as root inside new mount and PID namespaces: build a root file tree from read-only binds,
+# then run the server as the sandbox user, chrooted. sh stays as the namespace's init, so a signal
+# the student sends to its own process is delivered, and it reports the server's exit status.
+_SETUP = r"""
+R=$1; B=$2; U=$3; PY=$4; IN=$5; OUT=$6; shift 6
+fail() { echo "the grader could not build the sandbox: $*" >&2; exit 125; }
+mount -t tmpfs -o mode=755 course-sandbox "$R" || fail "tmpfs on $R"
+for d in /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc "$@"; do
+  if [ -L "$d" ]; then
+    mkdir -p "$R$(dirname "$d")" && ln -s "$(readlink "$d")" "$R$d" || fail "link $d"
+  elif [ -d "$d" ]; then
+    mkdir -p "$R$d" && mount --rbind "$d" "$R$d" || fail "bind $d"
+    mount -o remount,bind,ro "$R$d" 2>/dev/null
+  fi
+done
+mkdir -p "$R/dev" "$R/proc" "$R/sys" "$R/tmp" "$R/sandbox" || fail "folders"
+mount --rbind /dev "$R/dev" && mount -t tmpfs -o mode=1777 shm "$R/dev/shm" || fail "/dev"
+mount -t proc proc "$R/proc" && mount --rbind /sys "$R/sys" || fail "/proc, /sys"
+mount -t tmpfs -o mode=1777 tmp "$R/tmp" && mount --bind "$B" "$R/sandbox" || fail "/tmp, /sandbox"
+chroot --userspec="$U:$U" "$R" /bin/sh -c 'cd /sandbox/scratch && exec "$0" -I -S -B /sandbox/runtime/common/serve.py "$1" "$2"' "$PY" "$IN" "$OUT"
+"""
+SETUP_FAILED = 125
+
+
+class StudentCodeFailed(Exception):
+    """The student's code raised: `info` holds its type, text and the student's line (all strings)."""
+
+    def __init__(self, info: dict):
+        self.info = {k: str(info.get(k) or "")[:4000] for k in ("type", "text", "where")}
+        super().__init__(self.info["text"])
+
+
+def raised(exc: BaseException) -> str:
+    """'ValueError: message' for what the student's code raised (the last line of its text)."""
+    if isinstance(exc, StudentCodeFailed):
+        lines = exc.info["text"].strip().splitlines()
+        return lines[0] if lines else exc.info["type"]
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+
+
+class ProcessEnded(Exception):
+    """The student's process ended, hung or broke the protocol; the message says what happened."""
+
+
+@functools.lru_cache(maxsize=None)
+def isolation() -> str:
+    """'namespaces' where the student process can be isolated as described above, else 'process'."""
+    if os.name != "posix" or os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "chroot", "mount")):
+        return "process"
+    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private", "--",
+                            "sh", "-c", "mount -t tmpfs none /mnt"], capture_output=True)
+    return "namespaces" if probe.returncode == 0 else "process"
+
+
+def describe_isolation() -> str:
+    if isolation() == "namespaces":
+        return "student code runs in a sandbox (own user, own file tree, own process namespace)"
+    reason = "not running as root" if os.name == "posix" and os.geteuid() != 0 else "no Linux namespaces here"
+    return (f"student code runs in a separate process with your permissions ({reason}); "
+            "grade for credit as root or in the container")
+
+
+def _site_dirs() -> list:
+    dirs = set(site.getsitepackages()) | {p for p in sys.path if "-packages" in p}
+    return sorted(d for d in dirs if Path(d).is_dir())
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path.resolve().is_relative_to(parent.resolve())
+
+
+def _binds() -> list:
+    """Directories outside the system folders the student process needs: Python and its packages."""
+    wanted = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    wanted |= {Path(d).resolve() for d in _site_dirs()}
+    system = [Path(d) for d in ("/usr", "/bin", "/lib", "/lib64", "/etc")]
+    kept = sorted(p for p in wanted if not any(_inside(p, s) for s in system))
+    return [str(p) for p in kept if not any(q != p and _inside(p, q) for q in kept)]
+
+
+def _free_uid() -> int:
+    """A user id no process uses now: the sandbox's own user."""
+    used = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            used |= {int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("Uid:")}
+        except (OSError, ValueError, IndexError):
+            pass
+    uid = 60000 + os.getpid() % 4000
+    while uid in used:
+        uid += 1
+    return uid
+
+
+def _copy_regular(src: Path, dst: Path) -> None:
+    """Copy a student's regular file (never a link: it could point at anything on this machine)."""
+    if src.is_symlink() or not src.is_file() or src.stat().st_size > MAX_STUDENT_FILE:
+        return
+    dst.write_bytes(src.read_bytes())
+    dst.chmod(0o644)
+
+
+class Sandbox:
+    """The folder a student's processes see: runtime/common (the student runtime), course/<folder>/
+    (a read-only copy of the student's exercise files) and scratch/ (theirs to write)."""
+
+    def __init__(self, target: Path, folders):
+        self.isolated = isolation() == "namespaces"
+        self.base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
+        self.base.chmod(0o755)
+        self.uid = _free_uid() if self.isolated else os.getuid()
+        runtime = self.base / "runtime" / "common"
+        runtime.mkdir(parents=True)
+        for name in RUNTIME_FILES:
+            _copy_regular(ROOT / "common" / name, runtime / name)
+        for folder in folders:
+            self._copy_exercise(Path(target) / folder, self.base / "course" / folder)
+        self.scratch = self.base / "scratch"
+        self.scratch.mkdir(mode=0o700)
+        (self.base / "root").mkdir()
+        if self.isolated:
+            os.chown(self.scratch, self.uid, self.uid)
+
+    def _copy_exercise(self, src: Path, dst: Path) -> None:
+        from common.loader import notebook_code
+
+        dst.mkdir(parents=True)
+        if not src.is_dir() or src.is_symlink():
+            return
+        for path in src.iterdir():
+            _copy_regular(path, dst / path.name)
+        notebook = dst / f"{src.name}.ipynb"
+        if notebook.is_file() and not any(dst.glob("*.py")):
+            import json
+
+            from grader.exercises import find
+
+            try:
+                code = notebook_code(json.loads(notebook.read_text()))
+            except ValueError:
+                code = ["raise SyntaxError('the notebook is not valid JSON')"]
+            module = dst / f"{find(src.name).module}.py"
+            module.write_text("\n\n\n".join(code) + "\n")
+            module.chmod(0o644)
+
+    def student_path(self, path: Path) -> str:
+        """Where `path` (inside the sandbox folder) is seen from the student's process."""
+        return str(Path("/sandbox") / path.relative_to(self.base)) if self.isolated else str(path)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class StudentProcess:
+    """One disposable process serving one exercise's functions; restarted after it dies."""
+
+    def __init__(self, sandbox: Sandbox, exercise, device: str):
+        self.sandbox, self.exercise, self.device = sandbox, exercise, device
+        self.proc = None
+        self.import_failure = None  # set once: an import that fails or hangs is charged once
+        self.deadline = None
+        self.limit = 120.0
+        self.log = None
+        self.log_read = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def _start(self) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        self.log = open(self.sandbox.scratch / f"output-{self.exercise.number}.log", "a+b")  # noqa: SIM115
+        if self.sandbox.isolated:
+            os.chown(self.log.name, self.sandbox.uid, self.sandbox.uid)
+            cmd = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private", "--",
+                   "/bin/sh", "-c", _SETUP, "sh", str(self.sandbox.base / "root"), str(self.sandbox.base),
+                   str(self.sandbox.uid), sys.executable, str(req_r), str(rep_w), *_binds()]
+        else:
+            cmd = [sys.executable, "-I", "-S", "-B", str(self.sandbox.base / "runtime" / "common" / "serve.py"),
+                   str(req_r), str(rep_w)]
+        self.proc = subprocess.Popen(cmd, cwd=self.sandbox.scratch, env=self._environment(), stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=self.log, pass_fds=(req_r, rep_w),
+                                     start_new_session=True)
+        os.close(req_r)
+        os.close(rep_w)
+        self.requests, self.replies = req_w, rep_r
+        self._exchange({"op": "load", "course": self.sandbox.student_path(self.sandbox.base / "course"),
+                        "folder": self.exercise.folder, "module": self.exercise.module,
+                        "kernels_only": self.exercise.kernels_only}, [], loading=True)
+
+    def _environment(self) -> dict:
+        home = self.sandbox.student_path(self.sandbox.scratch)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": home, "TMPDIR": "/tmp" if self.sandbox.isolated else home,
+               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": f"{home}/.triton",
+               "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
+            if name in os.environ:
+                env[name] = os.environ[name]
+        return env
+
+    def stop(self) -> None:
+        """Kill the process and, with it, everything it started."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for fd in (self.requests, self.replies):
+            os.close(fd)
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        if self.log:
+            self.log.close()
+            self.log = None
+
+    # ------------------------------------------------------------------ calls
+    def call(self, fn: str, args, kwargs, guarded=False, folder=None, module=None, backward=None):
+        """The decoded reply of a call: (value, launches, ops computed by torch, problems, files).
+        Raises StudentCodeFailed, MissingFunction-like LookupError, or ProcessEnded."""
+        if self.import_failure is not None:
+            raise self.import_failure
+        if self.proc is None:
+            self._start()
+        payloads = []
+        request = {"op": "call", "fn": fn, "folder": folder, "module": module, "guarded": guarded,
+                   "device": self.device, "args": wire.encode(list(args), payloads),
+                   "kwargs": wire.encode(dict(kwargs), payloads)}
+        if backward is not None:
+            request |= {"backward": True, "grad": wire.encode(backward, payloads)}
+        return self._exchange(request, payloads)
+
+    def _exchange(self, request: dict, payloads: list, loading=False):
+        deadline = self.deadline or time.monotonic() + self.limit
+        try:
+            wire.send(self.requests, request, payloads)
+            reply, data = wire.receive(self.replies, deadline, sizes_of=_reply_sizes)
+        except (wire.Timeout, wire.Closed, wire.ProtocolError, BrokenPipeError) as exc:
+            failure = self._ended(exc, loading)
+            if loading:
+                self.import_failure = failure
+            raise failure from None
+        if not reply.get("ok") and isinstance(reply.get("missing"), str):
+            raise MissingFunction(f"{self.exercise.folder}/{self.exercise.module}.py does not define "
+                                  f"{reply['missing'][:100]}()")
+        if not reply.get("ok"):
+            error = StudentCodeFailed(reply.get("error") if isinstance(reply.get("error"), dict) else {})
+            if loading:
+                self.stop()
+                self.import_failure = error
+            raise error
+        if loading:
+            return None
+        files = reply.get("files") if isinstance(reply.get("files"), dict) else {}
+        try:
+            value = wire.decode(reply.get("value"), data, self.device)
+            contents = {str(k): wire.decode(v, data, "cpu") for k, v in files.items()}
+        except wire.ProtocolError as exc:
+            self.stop()
+            raise ProcessEnded(f"the student process sent a malformed reply ({exc})") from None
+        return Reply(value, _count(reply.get("launches")), _strings(reply.get("computed")),
+                     _strings(reply.get("problems")), {k: bytes(v.numpy()) if v is not None else None
+                                                        for k, v in contents.items()})
+
+    def _ended(self, exc, loading: bool) -> "ProcessEnded":
+        timed_out = isinstance(exc, wire.Timeout)
+        returncode = None
+        if not timed_out and self.proc is not None:
+            try:
+                returncode = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop()
+        phase = "importing your module" if loading else "this call"
+        if isinstance(exc, wire.ProtocolError):
+            return ProcessEnded(f"the student process broke the grader's protocol during {phase} ({exc}); "
+                                "did your code write to the grader's pipes?")
+        return ProcessEnded(why_it_died(returncode, timed_out, self.limit, self.sandbox.isolated, phase))
+
+    def printed(self) -> str:
+        """What the student's code printed since the last time this was asked (bounded)."""
+        if self.log is None:
+            return ""
+        size = os.fstat(self.log.fileno()).st_size
+        text = os.pread(self.log.fileno(), OUTPUT_SHOWN, self.log_read).decode(errors="replace")
+        more = size - self.log_read - OUTPUT_SHOWN
+        self.log_read = size
+        return text + (f"\n... ({more} more bytes not shown)" if more > 0 else "")
+
+
+class Reply:
+    def __init__(self, value, launches, computed, problems, files):
+        self.value, self.launches, self.computed, self.problems, self.files = value, launches, computed, problems, files
+
+
+def _reply_sizes(reply: dict) -> list:
+    return wire.tensor_sizes([reply.get("value"), reply.get("files")])
+
+
+def _count(value) -> int:
+    return value if type(value) is int and value >= 0 else 0
+
+
+def _strings(values) -> list:
+    return [str(v)[:2000] for v in values][:20] if isinstance(values, list) else []
+
+
+def why_it_died(returncode, timed_out: bool, limit: float, isolated: bool, phase: str) -> str:
+    if isolated and returncode == SETUP_FAILED:
+        return "the grader could not build the sandbox for your code (its output is above); please report this"
+    if timed_out:
+        return (
+            f"timed out after {limit:.0f} s during {phase}: the kernel (or your Python code) never finished. "
+            "Usual causes: a loop whose bound never ends (e.g. stepping by 0, or a while loop), "
+            "or a grid far larger than the problem. In the interpreter, a store outside its tensor "
+            "can also corrupt memory and hang the process: check every mask."
+        )
+    signum = -returncode if returncode is not None and returncode < 0 else (
+        returncode - 128 if isolated and returncode is not None and 128 < returncode < 160 else None)
+    if signum:
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        return (
+            f"your process was killed by {name} during {phase}. "
+            "Usual cause: a load or store outside its tensor (check every mask and offset)."
+        )
+    return (f"your process exited (status {returncode}) during {phase}: did your code call exit() "
+            "or os._exit()? The grader needs it to return.")
