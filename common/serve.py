@@ -19,7 +19,7 @@ RUNTIME = Path(__file__).resolve().parent.parent  # the folder holding this `com
 
 def _limit_resources() -> None:
     """Caps that a student's code cannot raise again: file size (a flood of output), core dumps."""
-    for limit, value in ((resource.RLIMIT_FSIZE, 256 << 20), (resource.RLIMIT_CORE, 0)):
+    for limit, value in ((resource.RLIMIT_FSIZE, 64 << 20), (resource.RLIMIT_CORE, 0)):
         resource.setrlimit(limit, (value, value))
 
 

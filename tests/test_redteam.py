@@ -1,0 +1,266 @@
+"""A dishonest or broken student cannot change a grade: each attack is a small submission of
+exercise 02 (the instructor's softmax plus the attack, triggered by the inputs of the check
+`large_values`, shape [4, 300]). Each must earn 0 on that check with a message that says what
+happened, while the next check (`negative_infinity`) is still graded and passes; no process may be left
+behind and no file outside the student's copy may change.
+
+Most attacks use what graded code may not contain (grader.static refuses it before anything
+runs); they are run with those rules switched off too, to show that the sandbox alone holds.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import grader.runner
+from grader.exercises import find
+from grader.runner import ROOT, grade_exercise
+from grader.sandbox import isolation
+
+SOLUTION = (ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py").read_text()
+ATTACKED, NEXT = "large_values", "negative_infinity"
+ISOLATED = isolation() == "namespaces"
+needs_sandbox = pytest.mark.skipif(
+    not ISOLATED and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
+    reason="the file-system attacks are stopped by the sandbox, which needs root and Linux namespaces")
+
+
+def submission(tmp_path: Path, attack: str, at_import: str = "") -> Path:
+    """A course folder whose 02 is the solution with `attack` run on the [4, 300] input."""
+    folder = tmp_path / "course" / "02_safe_softmax"
+    folder.mkdir(parents=True)
+    body = textwrap.indent(textwrap.dedent(attack).strip(), " " * 8)
+    (folder / "safe_softmax.py").write_text(
+        textwrap.dedent(at_import) + SOLUTION + "\n\nhonest_softmax = softmax\n\n\ndef softmax(x):\n"
+        f"    if tuple(x.shape) == (4, 300):\n{body}\n    return honest_softmax(x)\n")
+    return folder.parent
+
+
+def grade(course: Path, static_rules=True, limit=30, monkeypatch=None):
+    if not static_rules:
+        monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
+    results = {r.name: r for r in grade_exercise(find("02"), course, seed=11, time_limit=limit, only=(ATTACKED, NEXT))}
+    assert results[NEXT].status == "passed", results[NEXT].message  # graded after the attack
+    return results[ATTACKED]
+
+
+def repository_state() -> str:
+    """A digest of the grader's and the solutions' files (what a student would plant or change)."""
+    digest = hashlib.sha256()
+    for path in sorted([*(ROOT / "grader").rglob("*"), *(ROOT / "solutions").rglob("*")]):
+        if path.is_file():
+            digest.update(str(path).encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def processes(uid=None, marker: bytes = None) -> list:
+    """Processes run by the user `uid`, or whose command line holds `marker`."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            owner = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("Uid:"))
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except (OSError, StopIteration):
+            continue
+        if owner == uid or (marker and marker in cmdline):
+            found.append(status.parent.name)
+    return found
+
+
+# ----------------------------------------------------------------------------- only kernels compute
+@pytest.mark.parametrize("answer,op", [
+    ("torch.softmax(x.float(), -1).to(x.dtype)", "aten::_softmax"),
+    ("(x.float().exp() / x.float().exp().sum(-1, keepdim=True)).to(x.dtype)", "aten::exp"),
+    ("torch.nn.functional.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None])[0, 0]", "aten::"),
+])
+def test_a_pytorch_answer_passed_through_a_kernel_earns_nothing(tmp_path, answer, op):
+    course = submission(tmp_path, f"return honest_softmax(x) * 0 + {answer}")
+    result = grade(course)
+    assert result.earned == 0 and op in result.message and "outside a Triton kernel" in result.message
+
+
+def test_a_tensor_subclass_cannot_fake_equality(tmp_path, monkeypatch):
+    course = submission(tmp_path, """
+        class Liar(torch.Tensor):
+            @classmethod
+            def __torch_function__(cls, func, types, args=(), kwargs=None):
+                return torch.zeros(())
+        return torch.empty_like(x).as_subclass(Liar)
+    """)
+    assert grade(course).earned == 0
+    result = grade(course, static_rules=False, monkeypatch=monkeypatch)
+    assert result.earned == 0 and result.status == "failed"  # only numbers reached the grader
+
+
+@pytest.mark.parametrize("module", ["common.reference", "common.inputs", "grader.core", "grader.checks"])
+def test_importing_the_grader_or_references_is_refused(tmp_path, monkeypatch, module):
+    course = submission(tmp_path, "return honest_softmax(x)", at_import=f"import {module}\n")
+    results = grade_exercise(find("02"), course, seed=11, time_limit=30, only=(ATTACKED, NEXT))
+    assert all(r.earned == 0 and f"`import {module}` is not allowed" in r.message for r in results)
+    monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
+    results = grade_exercise(find("02"), course, seed=11, time_limit=30, only=(ATTACKED, NEXT))
+    assert all(r.earned == 0 and "ModuleNotFoundError" in r.message for r in results), [r.message for r in results]
+
+
+def test_patching_torch_in_the_student_process_changes_nothing_here(tmp_path, monkeypatch):
+    course = submission(tmp_path, "honest_softmax(x)\nreturn torch.empty_like(x)", at_import="""
+        import torch
+        torch.allclose = lambda *a, **k: True
+        torch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)
+        torch.isnan = lambda t: torch.zeros_like(t, dtype=torch.bool)
+    """)
+    result = grade(course, static_rules=False, monkeypatch=monkeypatch)
+    assert result.earned == 0 and "NaN" in result.message
+
+
+# ----------------------------------------------------------------------------- faults
+FORGE = """
+import os
+for fd in range(3, 256):
+    try:
+        os.write(fd, {message})
+    except OSError:
+        pass
+while True:
+    pass
+"""
+
+
+@pytest.mark.parametrize("attack,says", [
+    ("import sys\nsys.exit(0)", "SystemExit"),
+    ("raise SystemExit(0)", "SystemExit"),
+    ("raise KeyboardInterrupt", "KeyboardInterrupt"),
+    ("import os\nos._exit(0)", "exited (status 0)"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "SIGKILL"),
+    (FORGE.format(message="b'\\xff' * 64"), "protocol"),
+    (FORGE.format(message="(10).to_bytes(8, 'little') + (0).to_bytes(8, 'little') + b'{\"ok\": tru'"), "protocol"),
+    ("while True:\n    print('x' * 1000)", "File too large"),
+    ("while True:\n    pass", "timed out after 20 s during this call"),
+])
+def test_exits_signals_and_broken_messages_cost_one_check(tmp_path, monkeypatch, attack, says):
+    result = grade(submission(tmp_path, attack), static_rules=False, limit=20, monkeypatch=monkeypatch)
+    assert result.earned == 0 and says in result.message, result.message
+
+
+def test_a_hang_at_import_is_charged_once(tmp_path, monkeypatch):
+    course = submission(tmp_path, "pass", at_import="while True:\n    pass\n")
+    monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
+    start = time.monotonic()
+    results = grade_exercise(find("02"), course, seed=11, time_limit=8)
+    assert time.monotonic() - start < 2 * 8
+    assert all(r.earned == 0 and "timed out after 8 s during importing your module" in r.message for r in results)
+
+
+def test_an_exit_at_import_fails_every_check_with_its_reason(tmp_path, monkeypatch):
+    course = submission(tmp_path, "pass", at_import="import sys\nsys.exit(3)\n")
+    monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
+    results = grade_exercise(find("02"), course, seed=11, time_limit=30)
+    assert all(r.earned == 0 and "SystemExit" in r.message for r in results), [r.message for r in results]
+
+
+# ----------------------------------------------------------------------------- nothing to read or write
+@needs_sandbox
+@pytest.mark.parametrize("attack", [
+    "open(%r, 'a').write('\\nimport os\\n')" % str(ROOT / "grader" / "core.py"),
+    "import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'wb').write(b'x')"
+    % (str(ROOT / "grader" / "__pycache__"), str(ROOT / "grader" / "__pycache__" / "core.cpython-311.pyc")),
+    "open(%r, 'w').write('def softmax(x):\\n    return x\\n')" % str(ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py"),
+])
+def test_the_course_files_are_out_of_reach(tmp_path, monkeypatch, attack):
+    before = repository_state()
+    result = grade(submission(tmp_path, attack), static_rules=False, monkeypatch=monkeypatch)
+    assert result.earned == 0 and ("FileNotFoundError" in result.message or "PermissionError" in result.message)
+    assert repository_state() == before
+
+
+@needs_sandbox
+def test_a_solution_cannot_be_read_and_leaked_through_a_message(tmp_path, monkeypatch):
+    solution = ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py"
+    course = submission(tmp_path, f"raise RuntimeError(open({str(solution)!r}).read())")
+    result = grade(course, static_rules=False, monkeypatch=monkeypatch)
+    assert result.earned == 0 and "FileNotFoundError" in result.message and "BEGIN SOLUTION" not in result.message
+
+
+@needs_sandbox
+def test_the_seed_and_the_results_file_are_out_of_reach(tmp_path):
+    """Through the command line: the student's code looks for the parent's arguments (the seed, the
+    --json path) in /proc, starts a detached process to rewrite results.json after the grader has
+    finished, and writes to the grader's stdout."""
+    out = tmp_path / "results.json"
+    course = submission(tmp_path, f"""
+        import os, subprocess
+        seen = [open(f'/proc/{{p}}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()]
+        if any(b'--json' in s or b'--seed' in s for s in seen):
+            raise RuntimeError('found the grader')
+        subprocess.Popen(['sh', '-c', 'sleep 3; echo forged > {out}'], start_new_session=True)
+        os.write(1, b'Total: 10/10 (forged)')
+        return honest_softmax(x)
+    """)
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        import grader.runner
+        grader.runner._refused = lambda exercise, target: ""
+        from grader.__main__ import main
+        sys.exit(main(sys.argv[1:]))
+    """), "02", "--target", str(course), "--seed", "11", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "forged" not in run.stdout and "found the grader" not in run.stdout
+    time.sleep(5)  # the detached process would have written by now
+    data = json.loads(out.read_text())
+    assert data["score"] == 10 and "forged" not in out.read_text()
+    assert not processes(marker=b"echo forged")
+
+
+@needs_sandbox
+def test_no_process_survives_grading(tmp_path, monkeypatch):
+    course = submission(tmp_path, """
+        import os, subprocess
+        subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)
+        if os.fork() == 0:
+            os.setsid()
+            while True:
+                pass
+        return honest_softmax(x)
+    """)
+    import grader.sandbox
+
+    uids, free_uid = [], grader.sandbox._free_uid
+    monkeypatch.setattr(grader.sandbox, "_free_uid", lambda: uids.append(free_uid()) or uids[-1])
+    grade(course, static_rules=False, monkeypatch=monkeypatch)
+    assert uids and not processes(uid=uids[0])
+
+
+def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
+    """The seed never reaches the student's side: not in its arguments, not in its environment."""
+    from grader.sandbox import Sandbox, StudentProcess
+
+    seen = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(cmd, *args, **kwargs):
+        seen.append((list(cmd), dict(kwargs.get("env") or {})))
+        return real_popen(cmd, *args, **kwargs)
+
+    monkeypatch.setenv("COURSE_GRADING_SEED", "8675309")
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    course = submission(tmp_path, "return honest_softmax(x)")
+    grade_exercise(find("02"), course, seed=8675309, time_limit=30, only=(NEXT,))
+    assert seen and Sandbox and StudentProcess
+    for cmd, env in seen:
+        assert not any("8675309" in part for part in cmd) and not any("8675309" in v for v in env.values())
+        assert "COURSE_GRADING_SEED" not in env
+
+
+def test_ci_runs_the_sandbox():
+    if not os.environ.get("COURSE_REQUIRE_SANDBOX"):
+        pytest.skip("COURSE_REQUIRE_SANDBOX=1 (set in CI) requires the sandbox")
+    assert ISOLATED, "COURSE_REQUIRE_SANDBOX is set but student code cannot be isolated here (root and namespaces)"
