@@ -1,29 +1,22 @@
 """The grader survives hostile and broken student code, and its outputs are well-formed."""
 
 import json
+import shutil
 import textwrap
 
 import pytest
 
+import grader.runner
 from grader.__main__ import main as grade_main
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
 
-HOSTILE_MATMUL = textwrap.dedent('''
+HOSTILE_MATMUL = (ROOT / "solutions" / "01_tiled_matmul" / "matmul.py").read_text() + textwrap.dedent('''
+
     import os, signal, time
-    import torch
-    import triton
-    import triton.language as tl
 
-    @triton.jit
-    def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+    honest_matmul = matmul
 
-    def in_a_kernel(c):
-        out = torch.empty_like(c)
-        copy_kernel[(triton.cdiv(c.numel(), 1024),)](c, out, c.numel(), BLOCK=1024)
-        return out
 
     def matmul(a, b):
         if a.shape == (128, 128):      # aligned_fp32: never returns
@@ -32,15 +25,17 @@ HOSTILE_MATMUL = textwrap.dedent('''
         if a.shape == (100, 70):       # ragged_shapes: kills the process
             os.kill(os.getpid(), signal.SIGSEGV)
         if a.shape == (96, 200):       # fp16_inputs: wrong shape
-            return in_a_kernel(torch.zeros(3, 3, dtype=a.dtype))
+            return honest_matmul(a[:3, :3], b[:3, :3])
         if a.shape == (70, 90):        # transposed_views: leaves the output unwritten
-            return in_a_kernel(torch.empty(a.shape[0], b.shape[1], dtype=a.dtype))
-        return in_a_kernel((a.double() @ b.double()).to(a.dtype).contiguous())
+            honest_matmul(a, b)
+            return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+        return honest_matmul(a, b)
 ''')
 
 
 @pytest.fixture
-def hostile_course(tmp_path):
+def hostile_course(tmp_path, monkeypatch):
+    monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")  # it imports os and signal
     folder = tmp_path / "01_tiled_matmul"
     folder.mkdir()
     (folder / "matmul.py").write_text(HOSTILE_MATMUL)
@@ -62,7 +57,14 @@ def test_pytorch_only_answer_earns_nothing(tmp_path):
     (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
         "import torch\n\ndef softmax(x):\n    return torch.softmax(x.float(), -1).nan_to_num().to(x.dtype)\n")
     results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)
-    assert all(r.earned == 0 and "without launching a Triton kernel" in r.message for r in results)
+    assert all(r.earned == 0 and "called aten::_softmax" in r.message for r in results)
+
+
+def test_an_answer_without_a_kernel_launch_earns_nothing(tmp_path):
+    (tmp_path / "02_safe_softmax").mkdir()
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("def softmax(x):\n    return x.clone()\n")
+    results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30, only=("short_rows",))
+    assert results[0].earned == 0 and "without launching a Triton kernel" in results[0].message
 
 
 def test_an_exception_is_located_in_the_student_file(tmp_path):
@@ -89,7 +91,7 @@ def test_missing_function_is_named(tmp_path):
 
 
 def test_cli_grades_other_exercises_after_a_crash_and_writes_gradescope_json(hostile_course, tmp_path, capsys):
-    (hostile_course / "03_online_softmax").symlink_to(ROOT / "solutions" / "03_online_softmax")
+    shutil.copytree(ROOT / "solutions" / "03_online_softmax", hostile_course / "03_online_softmax")
     out = tmp_path / "results.json"
     assert grade_main(["01", "03", "--target", str(hostile_course), "--seed", "5",
                        "--time-limit", "10", "--json", str(out)]) == 0
