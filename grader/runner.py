@@ -13,7 +13,7 @@ from pathlib import Path
 from common import env
 from grader.core import Context, Result, run_check
 from grader.loader import RemoteImplementation
-from grader.sandbox import Sandbox, StudentProcess
+from grader.sandbox import ROOT, Sandbox, StudentProcess  # noqa: F401 - ROOT: where the course lives
 from grader.static import explain, violations
 
 
