@@ -33,6 +33,9 @@ EXERCISES = (
     Exercise("06", "06_backward_dkdv", "backward dK, dV", "backward_dkdv", ("attention_backward_dkdv",)),
     Exercise("07", "07_backward_dq", "backward dQ and autograd", "backward_dq",
              ("attention_backward_dq", "flash_attention")),
+    Exercise("08", "08_benchmarks", "benchmarks", "benchmarks",
+             ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot"),
+             kernels_only=False, extra_imports=("time", "statistics", "matplotlib.figure")),
 )
 
 

@@ -2,7 +2,8 @@
 # On a CUDA machine, in GPU mode: grade the solutions and the untouched skeletons; execute the
 # nbgrader notebooks with nbclient (source notebooks earn full marks, release notebooks, what
 # students get, zero); grade every mutant of tests/mutants (each must lose points with its
-# diagnosis, which runs the grader's failure paths on the GPU); time 04-07 against torch SDPA.
+# diagnosis, which runs the grader's failure paths on the GPU); run exercise 08's benchmark over
+# N = 512..16384 (naive PyTorch, SDPA, the course kernels), writing its figures to OUTDIR/bench/.
 # Usage: bash tests/gpu/check.sh OUTDIR   (from the repository root; build/course must hold the
 # output of `make release`). Optional: EXERCISES="03 04" and STEPS="grade notebooks mutants bench"
 # pick a subset; GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step (seconds). Steps run in
@@ -10,7 +11,7 @@
 # OUTDIR/results-solutions.json, and prints a short summary last.
 set -u
 out=${1:?usage: bash tests/gpu/check.sh OUTDIR}
-exercises=${EXERCISES:-01 02 03 04 05 06 07}
+exercises=${EXERCISES:-01 02 03 04 05 06 07 08}
 steps=" ${STEPS:-grade notebooks mutants bench} "
 tmp=$(mktemp -d)
 export PYTHONUNBUFFERED=1
@@ -35,10 +36,10 @@ cat "$tmp"/sol-*.txt "$tmp"/skel-*.txt >> "$out/grade.txt" 2>/dev/null
 cat "$tmp"/nb-*.txt "$tmp"/nbr-*.txt > "$out/notebooks.txt" 2>/dev/null
 python3 -c "import json,sys; print(json.dumps([json.load(open(f)) for f in sys.argv[1:]], indent=1))" "$tmp"/sol-*.json > "$out/results-solutions.json" 2>/dev/null
 if [[ $steps == *" bench "* ]]; then
-  timeout "${BENCH_LIMIT:-240}" python3 -m common.benchmark --target solutions --shape 4,32,4096,64 --shape 4,16,4096,128 > "$out/bench.txt" 2>&1
+  timeout "${BENCH_LIMIT:-600}" python3 -m grader.bench --target solutions --out "$out/bench" > "$out/bench.txt" 2>&1
 fi
 echo "== grades (solutions, then skeletons)"; grep -E "^Exercise|Total|FAIL|grader failed" "$out/grade.txt"
 echo "== notebooks"; grep -E "^==|^Total|^!!" "$out/notebooks.txt"
 [[ $steps == *" mutants "* ]] && { echo "== mutants"; tail -n 25 "$out/mutants.txt"; }
-[[ $steps == *" bench "* ]] && { echo "== benchmark"; cat "$out/bench.txt"; }
+[[ $steps == *" bench "* ]] && { echo "== benchmark"; grep -v "^  \[" "$out/bench.txt"; }
 exit 0
