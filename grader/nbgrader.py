@@ -13,7 +13,7 @@ run it by hand there; the notebooks' kernels find the course package through PYT
 
 import argparse
 import csv
-import shutil
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +25,9 @@ try:
     from nbgrader.converters import GenerateAssignment
     from nbgrader.preprocessors import ClearSolutions
 except ModuleNotFoundError:
-    raise SystemExit("error: nbgrader is not installed here: pip install nbgrader==0.9.6 ipykernel "
-                     "(`make release` installs them)") from None
+    from common import env
+
+    raise SystemExit(env.missing_packages_message(["nbgrader"], "grader.nbgrader")) from None
 
 CONFIG = '''\
 # nbgrader settings of this course directory, written by `python -m grader.nbgrader release`.
@@ -76,22 +77,40 @@ def run_nbgrader(course: Path, *args) -> int:
 
 # ----------------------------------------------------------------------------- release
 def release(course: Path, exercises) -> None:
+    """Write the source notebooks of `exercises` and nbgrader's student versions of them. On an
+    existing course only those notebooks change: the gradebook (students, grades), submitted/,
+    autograded/, feedback/, grades.csv and an nbgrader_config.py edited by hand are kept."""
     import nbformat
 
     course.mkdir(parents=True, exist_ok=True)
-    for stale in ("source", "release"):
-        shutil.rmtree(course / stale, ignore_errors=True)
-    (course / "gradebook.db").unlink(missing_ok=True)
-    (course / "nbgrader_config.py").write_text(CONFIG.format(root=str(ROOT), timeout=CELL_TIMEOUT))
+    _write_config(course)
     for exercise in exercises:
         path = course / "source" / exercise.folder / f"{exercise.folder}.ipynb"
-        path.parent.mkdir(parents=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(source_notebook(exercise), path)
-    if run_nbgrader(course, "generate_assignment", "*", "--force") != 0:  # every assignment in source/
-        raise SystemExit("error: nbgrader generate_assignment failed (its log is above)")
+    for folder in [ex.folder for ex in exercises]:
+        if run_nbgrader(course, "generate_assignment", folder, "--force") != 0:
+            raise SystemExit(f"error: nbgrader generate_assignment {folder} failed (its log is above). The gradebook "
+                             "and submissions are untouched; if nbgrader refuses to drop a test cell that students "
+                             "were already graded on, release into a new course: make release COURSE=<new folder>")
     for exercise in exercises:
         _check_stubs(course, exercise.folder)
     print(f"\nStudent notebooks: {course / 'release'}/<folder>/<folder>.ipynb")
+
+
+def _write_config(course: Path) -> None:
+    """nbgrader_config.py, unless the instructor edited the one written before: that one is kept
+    and the new one written beside it. A hidden copy of what was written tells the two apart."""
+    config, written = course / "nbgrader_config.py", course / ".nbgrader_config.py.written"
+    text = CONFIG.format(root=str(ROOT), timeout=CELL_TIMEOUT)
+    edited = config.is_file() and not (written.is_file() and written.read_text() == config.read_text())
+    if edited and config.read_text() != text:
+        config.with_name("nbgrader_config.py.new").write_text(text)
+        print(f"kept {config}: it was edited by hand. The configuration this release would write is in "
+              f"{config.name}.new: merge what you need.", flush=True)
+        return
+    config.write_text(text)
+    written.write_text(text)
 
 
 def _check_stubs(course: Path, folder: str) -> None:
@@ -113,7 +132,8 @@ def _check_stubs(course: Path, folder: str) -> None:
 # ----------------------------------------------------------------------------- autograde
 def autograde(course: Path) -> int:
     if not (course / "nbgrader_config.py").is_file() or not (course / "release").is_dir():
-        raise SystemExit(f"error: {course} has no release: run `python -m grader.nbgrader release --course {course}` first")
+        raise SystemExit(f"error: {course} has no release: run `{_python()} -m grader.nbgrader release --course {course}` "
+                         "first (or `make release COURSE=...`)")
     submitted = _submissions(course)
     if not submitted:
         raise SystemExit(f"error: nothing to grade in {course / 'submitted'}: put each notebook at "
@@ -123,6 +143,7 @@ def autograde(course: Path) -> int:
     for folder, students in submitted.items():
         run_nbgrader(course, "autograde", folder, "--force")
         failed += [(s, folder) for s in students if not (course / "autograded" / s / folder / f"{folder}.ipynb").is_file()]
+        regrade(course, folder, [s for s in students if (s, folder) not in failed])
         run_nbgrader(course, "generate_feedback", folder, "--force")
     grades = course / "grades.csv"
     if run_nbgrader(course, "export", "--to", str(grades)) != 0:
@@ -131,8 +152,50 @@ def autograde(course: Path) -> int:
     for student, folder in failed:
         print(f"NOT GRADED: {student}, {folder}: nbgrader could not run this notebook (its log is above), so it "
               f"scores 0. A kernel that died (os._exit, a segfault, out of memory) does this; to see where, run "
-              f"python -m grader.notebooks {course / 'submitted' / student / folder / f'{folder}.ipynb'}")
+              f"{_python()} -m grader.notebooks {course / 'submitted' / student / folder / f'{folder}.ipynb'}")
     return 1 if failed else 0
+
+
+def regrade(course: Path, folder: str, students) -> None:
+    """Scores for credit come from the grader's own run on the code of each submitted notebook, in
+    the sandbox (grader.runner), not from test cells that ran in the student's kernel, where the
+    student's code could have patched them: they replace nbgrader's scores in the gradebook."""
+    import tempfile
+
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from grader.__main__ import choose_seed
+    from grader.exercises import EXERCISES, find
+    from grader.notebooks import SEED
+    from grader.report import exercise_report
+    from grader.runner import grade_exercise
+    from grader.submission import write_notebook_module
+
+    exercise = find(folder)
+    seed = SEED if "COURSE_GRADING_SEED" not in os.environ and "COURSE_GRADING_SEED_FILE" not in os.environ \
+        else choose_seed(None)[0]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for student in students:
+            with tempfile.TemporaryDirectory() as target:
+                for ex in EXERCISES:  # 07 uses the student's 04-06
+                    notebook = course / "submitted" / student / ex.folder / f"{ex.folder}.ipynb"
+                    if notebook.is_file() and not notebook.is_symlink():
+                        write_notebook_module(notebook, Path(target) / ex.folder / f"{ex.module}.py")
+                results = grade_exercise(exercise, Path(target), seed, time_limit=CELL_TIMEOUT)
+            print(f"\n[{student}] " + exercise_report(exercise, results), flush=True)
+            for r in results:
+                try:
+                    grade = gradebook.find_grade(f"{folder}-{r.name}", folder, folder, student)
+                except MissingEntry:
+                    continue
+                grade.manual_score = min(max(r.earned, 0.0), r.points)
+            gradebook.db.commit()
+
+
+def _python() -> str:
+    """This Python as a command to type in the repository: .venv/bin/python when it is the course's."""
+    path = Path(sys.executable)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _submissions(course: Path) -> dict:

@@ -162,26 +162,10 @@ class Sandbox:
             os.chown(self.scratch, self.uid, self.uid)
 
     def _copy_exercise(self, src: Path, dst: Path) -> None:
-        from common.loader import notebook_code
-
         dst.mkdir(parents=True)
-        if not src.is_dir() or src.is_symlink():
-            return
-        for path in src.iterdir():
-            _copy_regular(path, dst / path.name)
-        notebook = dst / f"{src.name}.ipynb"
-        if notebook.is_file() and not any(dst.glob("*.py")):
-            import json
-
-            from grader.exercises import find
-
-            try:
-                code = notebook_code(json.loads(notebook.read_text()))
-            except ValueError:
-                code = ["raise SyntaxError('the notebook is not valid JSON')"]
-            module = dst / f"{find(src.name).module}.py"
-            module.write_text("\n\n\n".join(code) + "\n")
-            module.chmod(0o644)
+        if src.is_dir() and not src.is_symlink():
+            for path in src.iterdir():
+                _copy_regular(path, dst / path.name)
 
     def student_path(self, path: Path) -> str:
         """Where `path` (inside the sandbox folder) is seen from the student's process."""

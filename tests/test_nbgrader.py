@@ -62,7 +62,10 @@ def course(tmp_path_factory):
 
 def test_autograde_a_small_class(course, bug_points):
     """alice submits the solutions (with a test cell deleted), bob the untouched release, carol
-    exercise 01 with a planted bug, dave exercise 03 with a line that kills the kernel."""
+    exercise 01 with a planted bug, dave exercise 03 with a line that kills the kernel, eve the
+    untouched release of 01 with a cell that makes every test cell report full points."""
+    import nbformat
+
     for exercise in GRADED:
         name = f"{exercise.folder}/{exercise.folder}.ipynb"
         solution = _read(course / "source" / name)
@@ -73,6 +76,10 @@ def test_autograde_a_small_class(course, bug_points):
     _write(_planted(course, "01_tiled_matmul", BUG.old, BUG.new), course / "submitted/carol/01_tiled_matmul/01_tiled_matmul.ipynb")
     killer = _planted(course, "03_online_softmax", "import torch\n", "import torch\nimport os\nos._exit(1)\n")
     _write(killer, course / "submitted/dave/03_online_softmax/03_online_softmax.ipynb")
+    forger = _read(course / "release/01_tiled_matmul/01_tiled_matmul.ipynb")
+    forger.cells.insert(len(forger.cells) // 2, nbformat.v4.new_code_cell(
+        "import grader.notebooks\ngrader.notebooks.run_check_cell = lambda exercise, name, namespace: 10.0"))
+    _write(forger, course / "submitted/eve/01_tiled_matmul/01_tiled_matmul.ipynb")
 
     status, output = _run("grader.nbgrader", "autograde", "--course", str(course))
 
@@ -81,7 +88,8 @@ def test_autograde_a_small_class(course, bug_points):
     assert 0 < bug_points < full["01_tiled_matmul"]
     rows = list(csv.DictReader((course / "grades.csv").open()))
     graded = {(r["student_id"], r["assignment"]): float(r["score"]) for r in rows if r["assignment"] in full}
-    assert graded == {(s, f): expected.get((s, f), 0.0) for s in ("alice", "bob", "carol", "dave") for f in full}, output
+    students = ("alice", "bob", "carol", "dave", "eve")
+    assert graded == {(s, f): expected.get((s, f), 0.0) for s in students for f in full}, output
     assert {r["assignment"] for r in rows} == {ex.folder for ex in EXERCISES}
     assert status == 1 and "NOT GRADED: dave, 03_online_softmax" in output, output
     feedback = html.unescape((course / "feedback/carol/01_tiled_matmul/01_tiled_matmul.html").read_text())
