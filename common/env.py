@@ -21,6 +21,30 @@ class Mode:
     description: str  # e.g. "GPU: NVIDIA H200" or "CPU: Triton interpreter"
 
 
+COURSE_PACKAGES = ("torch", "triton", "numpy")
+
+
+def missing_packages(names=COURSE_PACKAGES) -> list:
+    """The packages among `names` that this Python cannot import (found without importing them)."""
+    import importlib.util
+
+    return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def missing_packages_message(missing, module: str) -> str:
+    """What to do when `python -m <module>` runs in a Python without the course's packages."""
+    from pathlib import Path
+
+    venv = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
+    where = ("the course's environment is there: run .venv/bin/python -m " + module + " ... instead "
+             "(or `source .venv/bin/activate` first)" if venv.is_file() else
+             "`make grade EX=01` (or `make test`) builds the course's environment, .venv, on first use; "
+             "then run .venv/bin/python -m " + module + " ...")
+    return (f"error: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed for this Python "
+            f"({sys.executable}): {where}. The make targets (make grade, make doctor, ...) pick the right "
+            "Python themselves.")
+
+
 def interpreting() -> bool:
     """True when Triton runs kernels in its CPU interpreter."""
     return os.environ.get("TRITON_INTERPRET") == "1"

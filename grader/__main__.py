@@ -26,9 +26,63 @@ def parse_args(argv):
 
 def resolve_target(name: str) -> Path:
     path = Path(name) if Path(name).exists() else ROOT / name
+    if not path.exists():
+        raise SystemExit(f"error: TARGET {name!r} does not exist (try 'exercises', 'solutions' or the path of a "
+                         "folder laid out like exercises/)")
     if not path.is_dir():
-        raise SystemExit(f"error: TARGET {name!r} is not a directory (try 'exercises', 'solutions' or a path)")
+        raise SystemExit(f"error: TARGET {name!r} is a file, not a folder: TARGET names the folder that holds "
+                         f"the exercise folders ({_LAYOUT})")
     return path.resolve()
+
+
+_LAYOUT = "like exercises/: <TARGET>/01_tiled_matmul/matmul.py, <TARGET>/02_safe_softmax/safe_softmax.py, ..."
+
+
+def validate(args, exercises, target: Path) -> list:
+    """Check the arguments before any grading: SystemExit with an explanation for what cannot work,
+    and the notes to print for what can (exercise folders missing from TARGET score 0)."""
+    from grader.exercises import EXERCISES
+
+    missing = env.missing_packages()
+    if missing:
+        raise SystemExit(env.missing_packages_message(missing, "grader"))
+    if args.json:
+        _check_writable(Path(args.json))
+    present = [ex for ex in exercises if (target / ex.folder).is_dir()]
+    if len(present) == len(exercises):
+        return []
+    shown = args.target
+    for ex in EXERCISES:  # TARGET one level too deep: the folder of one exercise
+        if target.name == ex.folder or (target / f"{ex.module}.py").is_file():
+            parent = target.parent
+            parent = os.path.relpath(parent) if parent.is_relative_to(Path.cwd()) else parent
+            raise SystemExit(f"error: TARGET {shown} is the folder of exercise {ex.number} itself; TARGET "
+                             f"names the folder that holds the exercise folders ({_LAYOUT}).\n"
+                             f"Try: make grade EX={ex.number} TARGET={parent}")
+    if not present:
+        for inner in sorted(p for p in target.iterdir() if p.is_dir()):  # one level too shallow
+            if any((inner / ex.folder).is_dir() for ex in EXERCISES):
+                raise SystemExit(f"error: TARGET {shown} holds no exercise folder, but {inner} does.\n"
+                                 f"Try: TARGET={inner}")
+        contents = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+        held = f"it holds {', '.join(contents[:8])}" + (", ..." if contents[8:] else "") if contents else "it is empty"
+        wanted = ", ".join(f"{ex.folder}/{ex.module}.py" for ex in exercises[:3]) + (", ..." if exercises[3:] else "")
+        raise SystemExit(f"error: TARGET {shown} holds none of the exercise folders asked for ({wanted}): {held}.\n"
+                         f"TARGET is a folder laid out {_LAYOUT}")
+    absent = [ex.folder for ex in exercises if ex not in present]
+    return [f"Note: TARGET {shown} has no folder {', '.join(absent)}: "
+            f"{'that exercise scores' if len(absent) == 1 else 'those exercises score'} 0 "
+            f"(expected layout: {_LAYOUT})"]
+
+
+def _check_writable(path: Path) -> None:
+    if path.is_dir():
+        raise SystemExit(f"error: --json {path} is a folder: give a file name, e.g. {path / 'results.json'}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SystemExit(f"error: cannot write --json {path}: the folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SystemExit(f"error: cannot write --json {path}: permission denied")
 
 
 def choose_seed(given):
@@ -67,6 +121,7 @@ def main(argv=None) -> int:
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     target = resolve_target(args.target)
+    notes = validate(args, exercises, target)
     seed, seed_line = choose_seed(args.seed)
     try:
         mode = env.setup()
@@ -80,7 +135,7 @@ def main(argv=None) -> int:
 
     header = (f"Mode: {mode.description}\nVersions: {env.versions()}\nTarget: {target}\n{seed_line}\n"
               f"Isolation: {describe_isolation()}")
-    print(header, flush=True)
+    print("\n".join([header, *notes]), flush=True)
 
     from grader import report
     from grader.runner import grade_exercise

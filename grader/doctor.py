@@ -6,6 +6,10 @@ from common import env
 
 
 def main() -> int:
+    missing = env.missing_packages()
+    if missing:
+        print(env.missing_packages_message(missing, "grader.doctor"))
+        return 1
     try:
         mode = env.setup()
         print(f"Mode:     {mode.description}")

@@ -156,7 +156,7 @@ def test_execute_command_prints_each_test_cell(course):
 
 def test_clear_errors_before_release_and_without_submissions(tmp_path, course):
     status, output = _run("grader.nbgrader", "autograde", "--course", str(tmp_path))
-    assert status != 0 and "run `python -m grader.nbgrader release" in output
+    assert status != 0 and "-m grader.nbgrader release --course" in output
     empty = tmp_path / "empty"
     shutil.copytree(course, empty, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
     status, output = _run("grader.nbgrader", "autograde", "--course", str(empty))
