@@ -1,41 +1,72 @@
 # The course's commands. `make grade EX=01` and `make test` work on a fresh clone: where torch,
-# triton, numpy and pytest are not importable, the first run builds .venv with the pinned
-# versions of requirements.txt (nbgrader included).
+# triton, numpy and pytest are not importable, the first run builds .venv with the versions pinned
+# in pyproject.toml (its dependency groups; nbgrader included).
 
 EX ?=
 TARGET ?= exercises
 SEED ?=
 JSON ?=
 COURSE ?= build/course
+FORCE ?=
+OUT ?=
+# The interpreter that builds the virtual environment (Python >= 3.11), and where it goes.
+PYTHON3 ?= python3
+VENV ?= .venv
+# A CPU-only torch (about 0.2 GB) from PyTorch's own index, instead of PyPI's CUDA build (several
+# GB), where that index answers and this machine has no NVIDIA GPU. TORCH_INDEX= always uses PyPI.
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 
 # Use the Python that already has the course's packages (a GPU box, the container); else .venv.
 # nbgrader is only needed by release/autograde and their test, which say so when it is missing.
-HAVE_PACKAGES := $(shell python3 -c "import torch, triton, numpy, pytest" >/dev/null 2>&1 && echo yes)
+HAVE_PACKAGES := $(shell $(PYTHON3) -c "import torch, triton, numpy, pytest" >/dev/null 2>&1 && echo yes)
 ifeq ($(HAVE_PACKAGES),yes)
-PYTHON := python3
+PYTHON := $(PYTHON3)
 SETUP :=
 else
-PYTHON := .venv/bin/python
-SETUP := .venv/.installed
+PYTHON := $(VENV)/bin/python
+SETUP := $(VENV)/.installed
 endif
 
-.PHONY: grade test skeletons doctor bench release autograde clean help
+.PHONY: grade test doctor bench skeletons release autograde clean help venv
 
 help:
-	@echo "make grade EX=01 [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json]   grade exercises"
-	@echo "make test          the project's own tests (CPU, Triton interpreter)"
-	@echo "make doctor        report the environment and known-broken version pairs"
-	@echo "make bench [TARGET=solutions]   time exercises 04-07 against torch SDPA (GPU only)"
-	@echo "make skeletons     regenerate exercises/*/*.py from solutions/"
-	@echo "make release       build the nbgrader course in $(COURSE) and generate the student notebooks"
-	@echo "make autograde     autograde $(COURSE)/submitted, write grades.csv and feedback"
+	@echo "For students:"
+	@echo "  make grade EX=01 [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json]   grade exercises"
+	@echo "  make doctor        report the environment and known-broken version pairs"
+	@echo "  make bench [TARGET=solutions]   time exercises 04-07 against torch SDPA (GPU only)"
+	@echo "  make test          the project's own tests (CPU, Triton interpreter)"
+	@echo "  (the first of these builds $(VENV) with the pinned packages of pyproject.toml)"
+	@echo ""
+	@echo "For instructors (these write files; none overwrites a student's or a grader's work):"
+	@echo "  make skeletons [FORCE=1 | OUT=<dir>]   regenerate exercises/*/*.py from solutions/;"
+	@echo "                     refuses to overwrite an edited skeleton unless FORCE=1, OUT=<dir> writes elsewhere"
+	@echo "  make release       build or update the nbgrader course in $(COURSE) (keeps its gradebook and submissions)"
+	@echo "  make autograde     autograde $(COURSE)/submitted, write grades.csv and feedback"
+	@echo "  make clean         delete build/, except course directories holding submissions or a gradebook"
 
-.venv/.installed: requirements.txt
-	python3 -m venv .venv
-	.venv/bin/pip install --quiet --upgrade pip
-	.venv/bin/pip install --quiet -r requirements.txt
-	.venv/bin/pip install --quiet --no-deps -e .
-	touch $@
+venv: $(VENV)/.installed
+
+# Dependencies first, with pip's progress; then the course package itself (editable), whose
+# setuptools banner goes to a log.
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON3) -c "import sys; sys.exit(sys.version_info < (3, 11))" || { \
+	  echo "error: the course needs Python >= 3.11; $(PYTHON3) is $$($(PYTHON3) --version 2>&1). Try: make $(MAKECMDGOALS) PYTHON3=python3.12"; exit 1; }
+	@echo "First run: installing the course's pinned packages into $(VENV) (pyproject.toml, group 'all'):"
+	@echo "  torch, triton, numpy, matplotlib, pytest, nbgrader with Jupyter. This takes a few minutes:"
+	@echo "  about 1.4 GB on disk with a CPU-only torch, about 6 GB with PyPI's torch (CUDA build)."
+	$(PYTHON3) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade "pip>=25.1"
+	@index=""; \
+	if [ -n "$(TORCH_INDEX)" ] && $(VENV)/bin/python -c "import urllib.request; urllib.request.urlopen('$(TORCH_INDEX)/', timeout=10)" >/dev/null 2>&1; then \
+	  index="--extra-index-url $(TORCH_INDEX)"; echo "CPU-only torch from $(TORCH_INDEX)"; \
+	elif [ -n "$(TORCH_INDEX)" ]; then \
+	  echo "$(TORCH_INDEX) does not answer: torch comes from PyPI (where pip finds no CPU-only build, the CUDA one)"; \
+	fi; \
+	echo "$(VENV)/bin/python -m pip install $$index --group all"; \
+	$(VENV)/bin/python -m pip install $$index --group all
+	@$(VENV)/bin/python -m pip install --no-deps -e . >$(VENV)/install-course.log 2>&1 || { cat $(VENV)/install-course.log; exit 1; }
+	@echo "Installed: $$(du -sh $(VENV) | cut -f1) in $(VENV)."
+	@touch $@
 
 grade: $(SETUP)
 	$(PYTHON) -m grader $(EX) --target $(TARGET) $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON))
@@ -46,11 +77,11 @@ test: $(SETUP)
 bench: $(SETUP)
 	$(PYTHON) -m common.benchmark --target $(TARGET)
 
-skeletons: $(SETUP)
-	$(PYTHON) -m grader.skeletons
-
 doctor: $(SETUP)
 	$(PYTHON) -m grader.doctor
+
+skeletons: $(SETUP)
+	$(PYTHON) -m grader.skeletons $(if $(FORCE),--force) $(if $(OUT),--out $(OUT))
 
 release: $(SETUP)
 	$(PYTHON) -m grader.nbgrader release --course $(COURSE)
@@ -58,5 +89,6 @@ release: $(SETUP)
 autograde: $(SETUP)
 	$(PYTHON) -m grader.nbgrader autograde --course $(COURSE)
 
+# Standard library only: cleaning never builds .venv.
 clean:
-	rm -rf build .pytest_cache
+	$(PYTHON3) -m grader.clean
