@@ -10,14 +10,27 @@ def _fmt(points: float) -> str:
     return f"{points:g}"
 
 
-def counted(results) -> list:
-    """Results that count towards the total here (GPU-only checks do not count on a CPU)."""
-    return [r for r in results if r.status != "needs a GPU"]
+# One rule for checks that need a GPU, in the terminal, in results.json and in nbgrader: they count
+# towards the maximum everywhere (the course's points are the same on every machine); without a GPU
+# they are not run, earn 0 and are shown as pending ("gpu"), never as failed.
+PENDING = "needs a GPU"
+PENDING_TEXT = "pending: this check needs a CUDA GPU (the interpreter cannot check it); it earns 0 until graded on one"
+
+
+def pending(results) -> list:
+    """Checks that could not run here because they need a GPU."""
+    return [r for r in results if r.status == PENDING]
 
 
 def totals(results) -> tuple:
-    mine = counted(results)
-    return sum(r.earned for r in mine), sum(r.points for r in mine)
+    return sum(r.earned for r in results), sum(r.points for r in results)
+
+
+def pending_note(results, short: bool = False) -> str:
+    points = sum(r.points for r in pending(results))
+    if not points:
+        return ""
+    return f" ({_fmt(points)} need a GPU)" if short else f" ({_fmt(points)} of them need a GPU: pending, not run here)"
 
 
 def exercise_report(exercise, results) -> str:
@@ -26,11 +39,11 @@ def exercise_report(exercise, results) -> str:
     for r in results:
         score = f"{_fmt(r.earned)}/{_fmt(r.points)}"
         lines.append(f"  [{MARK[r.status]}] {score:>7}  {r.name:<28} {r.description}  ({r.seconds:.1f} s)")
-        if r.status != "passed" and r.message:
+        if r.status == PENDING:
+            lines.append(" " * 20 + PENDING_TEXT)
+        elif r.status != "passed" and r.message:
             lines.extend(textwrap.indent(m, " " * 20) for m in r.message.splitlines())
-    gpu = [r for r in results if r.status == "needs a GPU"]
-    note = f"  (+{_fmt(sum(r.points for r in gpu))} points checked only on a GPU)" if gpu else ""
-    lines.append(f"  Total: {_fmt(earned)}/{_fmt(possible)}{note}")
+    lines.append(f"  Total: {_fmt(earned)}/{_fmt(possible)}{pending_note(results)}")
     return "\n".join(lines)
 
 
@@ -39,10 +52,12 @@ def summary_table(graded) -> str:
     lines = ["", "Summary", f"  {'exercise':<36} {'points':>9}"]
     for exercise, results in graded:
         earned, possible = totals(results)
-        lines.append(f"  {exercise.number} {exercise.title:<33} {_fmt(earned):>4}/{_fmt(possible):<4}")
+        note = pending_note(results, short=True)
+        lines.append(f"  {exercise.number} {exercise.title:<33} {_fmt(earned):>4}/{_fmt(possible):<4}{note}")
     earned = sum(totals(r)[0] for _, r in graded)
     possible = sum(totals(r)[1] for _, r in graded)
-    lines.append(f"  {'total':<36} {_fmt(earned):>4}/{_fmt(possible):<4}")
+    note = pending_note([r for _, results in graded for r in results])
+    lines.append(f"  {'total':<36} {_fmt(earned):>4}/{_fmt(possible):<4}{note}")
     return "\n".join(lines)
 
 
@@ -50,14 +65,14 @@ def gradescope(graded, header: str, seconds: float) -> str:
     """Gradescope's results.json for the graded exercises."""
     tests = []
     for exercise, results in graded:
-        for r in counted(results):
+        for r in results:
             tests.append({
                 "name": f"{exercise.number} {exercise.title}: {r.name}",
                 "number": f"{exercise.number}.{len([t for t in tests if t['number'].startswith(exercise.number)]) + 1}",
                 "score": r.earned,
                 "max_score": r.points,
                 "status": "passed" if r.status == "passed" else "failed",
-                "output": r.description + ("\n" + r.message if r.message else ""),
+                "output": "\n".join(filter(None, [r.description, PENDING_TEXT if r.status == PENDING else r.message])),
                 "visibility": "visible",
                 "tags": [exercise.folder],
             })
