@@ -118,6 +118,38 @@ def _binds() -> list:
     return [str(p) for p in kept if not any(q != p and _inside(p, q) for q in kept)]
 
 
+def _become_subreaper() -> None:
+    """Processes the student's process leaves behind (detached, in sessions of their own) become this
+    process's children, so that _kill_orphans finds them; in a PID namespace they die with it anyway."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_CHILD_SUBREAPER = 36
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _kill_orphans() -> None:
+    """Kill and reap every child of this process: while grading, the only ones are what a student's
+    process left behind."""
+    for _ in range(10):
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == os.getpid():
+                children.append(int(stat.parent.name))
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
 def _free_uid() -> int:
     """A user id no process uses now: the sandbox's own user."""
     used = set()
@@ -189,6 +221,7 @@ class StudentProcess:
 
     # ------------------------------------------------------------------ lifecycle
     def _start(self) -> None:
+        _become_subreaper()
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.log = open(self.sandbox.scratch / f"output-{self.exercise.number}.log", "a+b")  # noqa: SIM115
@@ -231,6 +264,7 @@ class StudentProcess:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        _kill_orphans()
         for fd in (self.requests, self.replies):
             os.close(fd)
         self.proc = None

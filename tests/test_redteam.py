@@ -220,23 +220,27 @@ def test_the_seed_and_the_results_file_are_out_of_reach(tmp_path):
     assert not processes(marker=b"echo forged")
 
 
-@needs_sandbox
-def test_no_process_survives_grading(tmp_path, monkeypatch):
-    course = submission(tmp_path, """
-        import os, subprocess
-        subprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)
-        if os.fork() == 0:
-            os.setsid()
-            while True:
-                pass
-        return honest_softmax(x)
-    """)
+@pytest.mark.parametrize("level", ["namespaces", "process"])
+def test_no_process_survives_grading(tmp_path, monkeypatch, level):
+    """Detached processes die with the student's process, in the sandbox and without it."""
     import grader.sandbox
 
-    uids, free_uid = [], grader.sandbox._free_uid
-    monkeypatch.setattr(grader.sandbox, "_free_uid", lambda: uids.append(free_uid()) or uids[-1])
+    if level == "namespaces" and not ISOLATED:
+        pytest.skip("the sandbox needs root and Linux namespaces")
+    monkeypatch.setattr(grader.sandbox, "isolation", lambda: level)
+    marker = f"sleep 31{len(level)}"
+    course = submission(tmp_path, f"""
+        import os, subprocess
+        subprocess.Popen(['sh', '-c', '{marker}'], start_new_session=True)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp('sh', ['sh', '-c', '{marker}; :'])
+            os._exit(0)
+        return honest_softmax(x)
+    """)
     grade(course, static_rules=False, monkeypatch=monkeypatch)
-    assert uids and not processes(uid=uids[0])
+    assert not processes(marker=marker.encode())
 
 
 def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
