@@ -27,7 +27,7 @@ PYTHON := $(VENV)/bin/python
 SETUP := $(VENV)/.installed
 endif
 
-.PHONY: grade test doctor bench skeletons release autograde clean help venv
+.PHONY: grade test doctor bench skeletons release autograde student-pack gradescope clean help venv
 
 help:
 	@echo "For students:"
@@ -42,6 +42,8 @@ help:
 	@echo "                     refuses to overwrite an edited skeleton unless FORCE=1, OUT=<dir> writes elsewhere"
 	@echo "  make release       build or update the nbgrader course in $(COURSE) (keeps its gradebook and submissions)"
 	@echo "  make autograde     autograde $(COURSE)/submitted, write grades.csv and feedback"
+	@echo "  make student-pack  build/student-pack.tar.gz: the course for students, without solutions or tests"
+	@echo "  make gradescope [EX=...]   build/gradescope/autograder.zip, grading with the instructor's seed"
 	@echo "  make clean         delete build/, except course directories holding submissions or a gradebook"
 
 venv: $(VENV)/.installed
@@ -73,6 +75,12 @@ grade: $(SETUP)
 
 test: $(SETUP)
 	$(PYTHON) -m pytest tests $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n 2")
+
+student-pack: $(SETUP)
+	$(PYTHON) -m grader.pack student
+
+gradescope: $(SETUP)
+	$(PYTHON) -m grader.pack gradescope $(EX)
 
 bench: $(SETUP)
 	$(PYTHON) -m common.benchmark --target $(TARGET)
