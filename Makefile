@@ -33,7 +33,8 @@ help:
 	@echo "For students:"
 	@echo "  make grade EX=01 [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json]   grade exercises"
 	@echo "  make doctor        report the environment and known-broken version pairs"
-	@echo "  make bench [TARGET=solutions]   time exercises 04-07 against torch SDPA (GPU only)"
+	@echo "  make bench [TARGET=solutions] [SHAPES=B,H,d ...] [SIZES=512,1024,...]   exercise 08's benchmark against"
+	@echo "                     naive PyTorch and SDPA: table, figures and CSV in results/bench (GPU)"
 	@echo "  make test          the project's own tests (CPU, Triton interpreter)"
 	@echo "  (the first of these builds $(VENV) with the pinned packages of pyproject.toml)"
 	@echo ""
@@ -83,7 +84,7 @@ gradescope: $(SETUP)
 	$(PYTHON) -m grader.pack gradescope $(EX)
 
 bench: $(SETUP)
-	$(PYTHON) -m common.benchmark --target $(TARGET)
+	$(PYTHON) -m grader.bench --target $(TARGET) $(foreach s,$(SHAPES),--shape $(s)) $(if $(SIZES),--sizes $(SIZES))
 
 doctor: $(SETUP)
 	$(PYTHON) -m grader.doctor

@@ -57,6 +57,37 @@ def load_sibling(anchor: str, folder: str, module: str):
     return load_module(path)
 
 
+_course = None  # the folder holding the exercise folders being graded
+
+
+def use_course(path) -> None:
+    """Set the course folder that load_exercise reads (the sandbox's copy, a notebook's parent folder)."""
+    global _course
+    _course = Path(path)
+
+
+def load_exercise(folder: str):
+    """The student's module of exercise `folder` ("04_flash_forward") in the course being graded:
+    the folder's .py file, or its notebook. Imported once."""
+    if folder in _loaded:
+        return _loaded[folder]
+    if _course is None:
+        raise ImportFailed(f"cannot find your {folder}: no course folder is set (common.loader.use_course)")
+    files = sorted((_course / folder).glob("*.py"))
+    notebook = _course / folder / f"{folder}.ipynb"
+    if files:
+        module = load_module(files[0])
+    elif notebook.is_file():
+        module = load_notebook(notebook, folder)
+    else:
+        raise ImportFailed(f"{folder}/ holds no exercise file next to this one")
+    _loaded[folder] = module
+    return module
+
+
+_loaded = {}
+
+
 def _module_name(path: Path) -> str:
     return f"student_{path.parent.name}_{path.stem}_{abs(hash(str(path)))}"
 

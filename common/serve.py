@@ -75,9 +75,10 @@ class Server:
                                        request.get("grad")])
 
     def op_load(self, request, payloads):
-        from common.loader import load_module
+        from common.loader import load_module, use_course
 
         self.course = Path(request["course"])
+        use_course(self.course)
         self.kernels_only = bool(request["kernels_only"])
         self.modules[None] = load_module(self.course / request["folder"] / f"{request['module']}.py")
         return ({"ok": True},)
@@ -87,8 +88,9 @@ class Server:
 
         files = {}
         device = request.get("device")
-        args = self.wire.decode(request["args"], payloads, device, lambda k, b: self._marker(k, b, files))
-        kwargs = self.wire.decode(request["kwargs"], payloads, device, lambda k, b: self._marker(k, b, files))
+        markers = lambda kind, body, nested: self._marker(kind, body, nested, files)  # noqa: E731
+        args = self.wire.decode(request["args"], payloads, device, markers)
+        kwargs = self.wire.decode(request["kwargs"], payloads, device, markers)
         fn = self._function(request.get("folder"), request.get("module"), request["fn"])
         if request.get("backward"):
             grad = self.wire.decode(request["grad"], payloads, device)
@@ -105,19 +107,19 @@ class Server:
 
     def _function(self, folder, module, name):
         if folder is not None and folder not in self.modules:
-            from common.loader import load_module
+            from common.loader import load_exercise
 
-            self.modules[folder] = load_module(self.course / folder / f"{module}.py")
+            self.modules[folder] = load_exercise(folder)
         fn = getattr(self.modules[folder], name, None)
         if not callable(fn):
             raise Missing(name)
         return fn
 
-    def _marker(self, kind, body, files):
+    def _marker(self, kind, body, nested, files):
         if kind == "fixture":
             from common import fixtures
 
-            return getattr(fixtures, body["name"])(**body["params"])
+            return getattr(fixtures, body["name"])(**nested(body["params"]))
         if kind == "outfile":
             path = self.scratch / "outputs" / Path(body).name
             path.parent.mkdir(exist_ok=True)

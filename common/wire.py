@@ -55,7 +55,7 @@ def encode(value, payloads: list):
         return {"dict": {k: encode(v, payloads) for k, v in value.items()}}
     marker = getattr(value, "wire_marker", None)
     if marker is not None:
-        return marker()
+        return marker(lambda v: encode(v, payloads))
     raise TypeError(f"a {type(value).__name__} cannot be passed between the grader and student code")
 
 
@@ -76,7 +76,7 @@ def _encode_tensor(t: torch.Tensor, payloads: list) -> dict:
 
 def decode(tree, payloads: list, device=None, markers=None):
     """The value encoded by `encode`. Tensors come back as plain torch.Tensor on `device` (or the
-    device they were sent from); markers are resolved by `markers(kind, spec)`."""
+    device they were sent from); markers are resolved by `markers(kind, body, decode_nested)`."""
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
     if not isinstance(tree, dict) or len(tree) != 1:
@@ -94,7 +94,7 @@ def decode(tree, payloads: list, device=None, markers=None):
     if kind == "tensor":
         return _decode_tensor(_expect(body, dict), payloads, device)
     if markers is not None:
-        return markers(kind, body)
+        return markers(kind, body, lambda tree: decode(tree, payloads, device, markers))
     raise ProtocolError(f"unknown value kind {kind!r}")
 
 

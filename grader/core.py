@@ -69,6 +69,9 @@ class Fixture:
     name: str
     params: dict = field(default_factory=dict)
 
+    def wire_marker(self, encode) -> dict:
+        return {"fixture": {"name": self.name, "params": encode(self.params)}}
+
 
 @dataclass
 class OutputFile:
@@ -77,6 +80,22 @@ class OutputFile:
 
     name: str
     content: bytes = None
+
+    def wire_marker(self, encode) -> dict:
+        return {"outfile": self.name}
+
+
+def markers_in(value) -> list:
+    """The OutputFile markers in an argument, also inside a Fixture's parameters or containers."""
+    if isinstance(value, OutputFile):
+        return [value]
+    if isinstance(value, Fixture):
+        return markers_in(value.params)
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [m for v in value for m in markers_in(v)]
+    return []
 
 
 class MissingFunction(Exception):
@@ -94,8 +113,9 @@ def run_check(chk: Check, impl, ctx: Context) -> Result:
         return result
     start = time.perf_counter()
     try:
-        chk.run(impl, ctx)
+        note = chk.run(impl, ctx)  # a check may return a line for the student (a measured ratio)
         result.earned, result.status = chk.points, "passed"
+        result.message = note if isinstance(note, str) else ""
     except (CheckFailed, MissingFunction, ProcessEnded) as exc:
         result.message = str(exc)
     except StudentCodeFailed as exc:

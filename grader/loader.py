@@ -14,7 +14,7 @@ import torch
 
 from common import harness
 from common.compare import CheckFailed
-from grader.core import Fixture, MissingFunction, OutputFile
+from grader.core import Fixture, MissingFunction, OutputFile, markers_in
 
 
 class StudentFunction:
@@ -92,7 +92,7 @@ class RemoteImplementation(Implementation):
         self.process = process
 
     def execute(self, fn, args, kwargs, guarded, backward):
-        markers = [a for a in list(args) + list(kwargs.values()) if isinstance(a, OutputFile)]
+        markers = markers_in([args, kwargs])
         reply = self.process.call(fn.__name__, args, kwargs, guarded, fn.folder, fn.module, backward)
         for marker in markers:
             marker.content = reply.files.get(marker.name)
@@ -119,19 +119,21 @@ class LocalImplementation(Implementation):
                 if isinstance(value, Fixture):
                     from common import fixtures
 
-                    return getattr(fixtures, value.name)(**value.params)
+                    return getattr(fixtures, value.name)(**resolve(value.params))
                 if isinstance(value, OutputFile):
                     return str(Path(tmp) / Path(value.name).name)
+                if isinstance(value, (list, tuple)):
+                    return type(value)(resolve(v) for v in value)
+                if isinstance(value, dict):
+                    return {k: resolve(v) for k, v in value.items()}
                 return value
 
-            call_args, call_kwargs = [resolve(a) for a in args], {k: resolve(v) for k, v in kwargs.items()}
             if backward is not None:
                 target = _with_backward(target, backward)
-            outcome = harness.invoke(target, call_args, call_kwargs, guarded, self.kernels_only)
-            for value in list(args) + list(kwargs.values()):
-                if isinstance(value, OutputFile):
-                    path = Path(tmp) / Path(value.name).name
-                    value.content = path.read_bytes() if path.is_file() else None
+            outcome = harness.invoke(target, resolve(list(args)), resolve(dict(kwargs)), guarded, self.kernels_only)
+            for marker in markers_in([args, kwargs]):
+                path = Path(tmp) / Path(marker.name).name
+                marker.content = path.read_bytes() if path.is_file() else None
         outcome.value = _plain(outcome.value)
         outcome.files = {}
         return outcome

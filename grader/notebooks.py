@@ -58,9 +58,10 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
 
 def _siblings(namespace: dict):
     """Loads the student's other exercises (07 uses 04-06) from the folders next to the notebook's."""
-    from common.loader import load_sibling
+    from common.loader import load_sibling, use_course
 
     anchor = namespace.get("__file__") or os.path.abspath("notebook.py")
+    use_course(Path(anchor).resolve().parent.parent)  # exercise 08 measures the student's 04 and 07
     return lambda folder, module: load_sibling(anchor, folder, module)
 
 

@@ -41,7 +41,7 @@ def exercise_report(exercise, results) -> str:
         lines.append(f"  [{MARK[r.status]}] {score:>7}  {r.name:<28} {r.description}  ({r.seconds:.1f} s)")
         if r.status == PENDING:
             lines.append(" " * 20 + PENDING_TEXT)
-        elif r.status != "passed" and r.message:
+        elif r.message:  # why it failed, or what a passed check measured
             lines.extend(textwrap.indent(m, " " * 20) for m in r.message.splitlines())
     lines.append(f"  Total: {_fmt(earned)}/{_fmt(possible)}{pending_note(results)}")
     return "\n".join(lines)

@@ -31,19 +31,6 @@ PERF_SHAPE = {"B": 4, "H": 32, "N": 4096, "d": 64, "causal": False, "dtype": "fl
 TIMING_SHAPE = PERF_SHAPE | {"N": 8192}
 
 
-# ----------------------------------------------------------------------------- markers on the wire
-# What the student's process receives in place of these: common.fixtures.<name>(**params), and a
-# path whose file comes back as `content`. (Until grader.core's markers describe themselves.)
-class _Fixture(Fixture):
-    def wire_marker(self):
-        return {"fixture": {"name": self.name, "params": self.params}}
-
-
-class _OutputFile(OutputFile):
-    def wire_marker(self):
-        return {"outfile": self.name}
-
-
 def _world(what: str) -> str:
     """A fresh name for a simulated GPU: every call of a check gets its own."""
     return f"{what}-{uuid.uuid4().hex[:8]}"
@@ -220,9 +207,9 @@ def _timing_diagnosis(ms):
 def measure_timing(impl, ctx):
     """measure on a simulated GPU: warm-up excluded, synchronised, cache flushed, the median, TFLOPS"""
     world = _world("timing")
-    kernel = _Fixture("fake_kernel", {"world": world, "costs_ms": TIMED_COSTS, "slow_calls": WARMUP,
+    kernel = Fixture("fake_kernel", {"world": world, "costs_ms": TIMED_COSTS, "slow_calls": WARMUP,
                                       "slow_ms": SLOW_MS, "warm_factor": WARM})
-    device = _Fixture("fake_gpu", {"world": world, "launch_ms": LAUNCH_MS, "flush_ms": FLUSH_MS})
+    device = Fixture("fake_gpu", {"world": world, "launch_ms": LAUNCH_MS, "flush_ms": FLUSH_MS})
     call = f"measure(fn, flops={TIMING_FLOPS:g}, warmup={WARMUP}, repeats={REPEATS}, device=<simulated GPU>)"
     result = _result(call, impl.measure(kernel, flops=TIMING_FLOPS, warmup=WARMUP, repeats=REPEATS, device=device))
     if result["status"] != "ok":
@@ -263,9 +250,9 @@ def _memory_diagnosis(mib):
 def measure_memory_oom(impl, ctx):
     """measure on a simulated GPU: peak extra memory (inputs excluded, after warm-up); out of memory is a result"""
     world = _world("memory")
-    kernel = _Fixture("fake_kernel", {"world": world, "costs_ms": [1.0], "slow_calls": 5, "slow_mib": SLOW_MIB,
+    kernel = Fixture("fake_kernel", {"world": world, "costs_ms": [1.0], "slow_calls": 5, "slow_mib": SLOW_MIB,
                                       "extra_mib": EXTRA_MIB})
-    device = _Fixture("fake_gpu", {"world": world, "inputs_mib": INPUTS_MIB, "earlier_peak_mib": EARLIER_PEAK_MIB})
+    device = Fixture("fake_gpu", {"world": world, "inputs_mib": INPUTS_MIB, "earlier_peak_mib": EARLIER_PEAK_MIB})
     call = "measure(fn, flops=1e12, warmup=5, repeats=5, device=<simulated GPU>)"
     result = _result(call, impl.measure(kernel, flops=1e12, warmup=5, repeats=5, device=device))
     mib = _number(f"{call}['peak_mib']", result["peak_mib"])
@@ -275,10 +262,10 @@ def measure_memory_oom(impl, ctx):
             f"the {INPUTS_MIB} MiB of inputs held before it.\nLikely cause: {_memory_diagnosis(mib)}")
 
     world = _world("oom")
-    kernel = _Fixture("fake_kernel", {"world": world, "oom": True})
+    kernel = Fixture("fake_kernel", {"world": world, "oom": True})
     call = "measure(fn, flops=1e12, device=<simulated GPU>) with an fn that runs out of memory"
     try:
-        result = impl.measure(kernel, flops=1e12, device=_Fixture("fake_gpu", {"world": world}))
+        result = impl.measure(kernel, flops=1e12, device=Fixture("fake_gpu", {"world": world}))
     except Exception as exc:  # noqa: BLE001 - the student's measure let the error through: say how to keep it
         if NOT_IMPLEMENTED in str(exc):
             raise
@@ -320,9 +307,9 @@ def _expected_rows():
 def sweep_rows(impl, ctx):
     """sweep on a simulated GPU: one row per (causal, N, method) with its configuration, FLOPs by mode, OOM rows"""
     world = _world("sweep")
-    methods = _Fixture("fake_methods", {"world": world, "B": SWEEP["B"], "H": SWEEP["H"], "d": SWEEP["d"],
+    methods = Fixture("fake_methods", {"world": world, "B": SWEEP["B"], "H": SWEEP["H"], "d": SWEEP["d"],
                                         "dtype": SWEEP["dtype"], "methods": SWEEP_METHODS})
-    device = _Fixture("fake_gpu", {"world": world, "launch_ms": 0.0, "flush_ms": 0.0})
+    device = Fixture("fake_gpu", {"world": world, "launch_ms": 0.0, "flush_ms": 0.0})
     call = (f"sweep(methods, sizes={SWEEP['sizes']}, B={SWEEP['B']}, H={SWEEP['H']}, d={SWEEP['d']}, "
             f"causal=(False, True), dtype={SWEEP['dtype']!r}, device=<simulated GPU>)")
     rows = impl.sweep(methods, SWEEP["sizes"], B=SWEEP["B"], H=SWEEP["H"], d=SWEEP["d"], causal=(False, True),
@@ -414,7 +401,7 @@ def plot_figure(impl, ctx):
     import triton
 
     rows = _plot_rows()
-    png = _OutputFile("benchmark.png")
+    png = OutputFile("benchmark.png")
     summary = impl.plot(rows, png)
     size = _png_size(png.content)
     if size is None:
@@ -480,8 +467,8 @@ def _reference(marker, what):
 
 
 def _own(fixture, shape, reference_name):
-    ref = _OutputFile(reference_name)
-    return _Fixture(fixture, dict(shape) | {"reference": ref}), ref
+    ref = OutputFile(reference_name)
+    return Fixture(fixture, dict(shape) | {"reference": ref}), ref
 
 
 @check(points=2, gpu_only=True)
