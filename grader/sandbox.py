@@ -246,6 +246,7 @@ class StudentProcess:
     def _environment(self) -> dict:
         home = self.sandbox.student_path(self.sandbox.scratch)
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": home, "TMPDIR": "/tmp" if self.sandbox.isolated else home,
+               "USER": "student", "LOGNAME": "student",  # the sandbox user has no passwd entry: getpass asks these
                "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": f"{home}/.triton",
                "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
         if self.device == "cpu":
