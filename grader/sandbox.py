@@ -45,6 +45,8 @@ _SETUP = r"""
 R=$1; B=$2; U=$3; PY=$4; IN=$5; OUT=$6; shift 6
 fail() { echo "the grader could not build the sandbox: $*" >&2; exit 125; }
 mount -t tmpfs -o mode=755 course-sandbox "$R" || fail "tmpfs on $R"
+# /tmp first: a Python (a clone's .venv) that lives under /tmp is bound on top of it, not hidden by it.
+mkdir -p "$R/tmp" && mount -t tmpfs -o mode=1777 tmp "$R/tmp" || fail "/tmp"
 for d in /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc "$@"; do
   if [ -L "$d" ]; then
     mkdir -p "$R$(dirname "$d")" && ln -s "$(readlink "$d")" "$R$d" || fail "link $d"
@@ -53,10 +55,10 @@ for d in /usr /bin /sbin /lib /lib32 /lib64 /libx32 /etc "$@"; do
     mount -o remount,bind,ro "$R$d" 2>/dev/null
   fi
 done
-mkdir -p "$R/dev" "$R/proc" "$R/sys" "$R/tmp" "$R/sandbox" || fail "folders"
+mkdir -p "$R/dev" "$R/proc" "$R/sys" "$R/sandbox" || fail "folders"
 mount --rbind /dev "$R/dev" && mount -t tmpfs -o mode=1777 shm "$R/dev/shm" || fail "/dev"
 mount -t proc proc "$R/proc" && mount --rbind /sys "$R/sys" || fail "/proc, /sys"
-mount -t tmpfs -o mode=1777 tmp "$R/tmp" && mount --bind "$B" "$R/sandbox" || fail "/tmp, /sandbox"
+mount --bind "$B" "$R/sandbox" || fail "/sandbox"
 chroot --userspec="$U:$U" "$R" /bin/sh -c 'cd /sandbox/scratch && exec "$0" -I -S -B /sandbox/runtime/common/serve.py "$1" "$2"' "$PY" "$IN" "$OUT"
 """
 SETUP_FAILED = 125
