@@ -215,3 +215,21 @@ def test_entry_points_explain_a_python_without_the_course_packages(hidden, comma
     assert proc.returncode != 0 and "Traceback" not in out, out
     assert f"{hidden} is not installed for this Python" in out and f"-m {module} ..." in out, out
     assert not (ROOT / "build/x").exists()
+
+
+# ----------------------------------------------------------------------------- one source of pins
+def test_pins_live_in_pyproject_only():
+    """pyproject.toml's dependency groups pin the packages; the Makefile, the container and CI install
+    them from there and pin nothing themselves."""
+    import tomllib
+
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]
+    pinned = {req.split("==")[0] for name in ("course", "test", "nbgrader") for req in groups[name]}
+    assert {"torch", "triton", "numpy", "matplotlib", "pytest", "nbgrader"} <= pinned
+    assert all("==" in req for name in ("course", "test", "nbgrader") for req in groups[name])
+    assert not (ROOT / "requirements.txt").exists()
+    makefile, dockerfile = (ROOT / "Makefile").read_text(), (ROOT / "docker/Dockerfile").read_text()
+    assert "pip install $$index --group all" in makefile
+    assert "make venv VENV=/opt/venv" in dockerfile and "pip install" not in dockerfile
+    for text in (makefile, dockerfile, (ROOT / "README.md").read_text(), (ROOT / ".ci/run").read_text()):
+        assert not any(f"{package}==" in text for package in pinned)
