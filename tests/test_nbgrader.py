@@ -161,3 +161,41 @@ def test_clear_errors_before_release_and_without_submissions(tmp_path, course):
     shutil.copytree(course, empty, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback"))
     status, output = _run("grader.nbgrader", "autograde", "--course", str(empty))
     assert status != 0 and "nothing to grade" in output
+
+
+def test_release_again_keeps_the_class_work(course, tmp_path):
+    """`make release` on a course in use rewrites the notebooks it is asked for and nothing else: the
+    gradebook's students and submissions, submitted/, autograded/, feedback/, grades.csv, the other
+    exercises' notebooks and an nbgrader_config.py edited by hand stay as they were."""
+    from nbgrader.api import Gradebook
+
+    live = tmp_path / "course"
+    shutil.copytree(course, live, ignore=shutil.ignore_patterns("submitted", "autograded", "feedback", "grades.csv"))
+    with Gradebook(f"sqlite:///{live / 'gradebook.db'}") as gradebook:
+        for student in ("ann", "ben", "cat", "dan", "eva", "fay"):
+            gradebook.add_student(student)
+            gradebook.add_submission("01_tiled_matmul", student)
+    work = {live / "submitted/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
+            live / "autograded/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
+            live / "feedback/ann/01_tiled_matmul/01_tiled_matmul.html": "<p>",
+            live / "grades.csv": "student_id,score\n"}
+    for path, text in work.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    config = live / "nbgrader_config.py"
+    config.write_text(config.read_text() + "# the instructor's own setting\n")
+    other = live / "release/03_online_softmax/03_online_softmax.ipynb"
+    other_text = other.read_text()
+    stale = live / "release/01_tiled_matmul/01_tiled_matmul.ipynb"
+    stale.write_text("stale")
+
+    status, output = _run("grader.nbgrader", "release", "--course", str(live), "01")
+
+    assert status == 0, output
+    assert _read(stale).cells, "the released notebook was not rewritten"
+    with Gradebook(f"sqlite:///{live / 'gradebook.db'}") as gradebook:
+        assert len(gradebook.students) == 6 and len(gradebook.find_assignment("01_tiled_matmul").submissions) == 6
+    assert all(path.read_text() == text for path, text in work.items())
+    assert other.read_text() == other_text
+    assert config.read_text().endswith("# the instructor's own setting\n") and "kept" in output
+    assert (live / "nbgrader_config.py.new").is_file()
