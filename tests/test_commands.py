@@ -233,3 +233,18 @@ def test_pins_live_in_pyproject_only():
     assert "make venv VENV=/opt/venv" in dockerfile and "pip install" not in dockerfile
     for text in (makefile, dockerfile, (ROOT / "README.md").read_text(), (ROOT / ".ci/run").read_text()):
         assert not any(f"{package}==" in text for package in pinned)
+
+
+def test_readme_commands_exist_as_printed():
+    """Every `make X` in README is a target, every `python -m M` names the course's Python and a
+    module that exists."""
+    import importlib.util
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert set(re.findall(r"`make ([a-z][\w-]*)", readme)) <= targets
+    for prefix, module in re.findall(r"(\S*)python -m ([\w.]+)", readme):
+        assert prefix.endswith(".venv/bin/"), f"`{prefix}python -m {module}`: name .venv/bin/python"
+        if module.strip("."):
+            assert importlib.util.find_spec(module) is not None, module
