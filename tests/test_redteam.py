@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 import grader.runner
+from common import env
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
 from grader.sandbox import isolation
 
 SOLUTION = (ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py").read_text()
 ATTACKED, NEXT = "large_values", "negative_infinity"
+LIMIT = 60 if env.setup().gpu else 20  # seconds per check: on a GPU a fresh process compiles its kernels again
 ISOLATED = isolation() == "namespaces"
 needs_sandbox = pytest.mark.skipif(
     not ISOLATED and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
@@ -43,7 +45,7 @@ def submission(tmp_path: Path, attack: str, at_import: str = "") -> Path:
     return folder.parent
 
 
-def grade(course: Path, static_rules=True, limit=30, monkeypatch=None):
+def grade(course: Path, static_rules=True, limit=LIMIT, monkeypatch=None):
     if not static_rules:
         monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
     results = {r.name: r for r in grade_exercise(find("02"), course, seed=11, time_limit=limit, only=(ATTACKED, NEXT))}
@@ -102,10 +104,10 @@ def test_a_tensor_subclass_cannot_fake_equality(tmp_path, monkeypatch):
 @pytest.mark.parametrize("module", ["common.reference", "common.inputs", "grader.core", "grader.checks"])
 def test_importing_the_grader_or_references_is_refused(tmp_path, monkeypatch, module):
     course = submission(tmp_path, "return honest_softmax(x)", at_import=f"import {module}\n")
-    results = grade_exercise(find("02"), course, seed=11, time_limit=30, only=(ATTACKED, NEXT))
+    results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
     assert all(r.earned == 0 and f"`import {module}` is not allowed" in r.message for r in results)
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
-    results = grade_exercise(find("02"), course, seed=11, time_limit=30, only=(ATTACKED, NEXT))
+    results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
     assert all(r.earned == 0 and "ModuleNotFoundError" in r.message for r in results), [r.message for r in results]
 
 
@@ -143,10 +145,10 @@ while True:
     (FORGE.format(message="b'\\xff' * 64"), "protocol"),
     (FORGE.format(message="(10).to_bytes(8, 'little') + (0).to_bytes(8, 'little') + b'{\"ok\": tru'"), "protocol"),
     ("while True:\n    print('x' * 1000)", "File too large"),
-    ("while True:\n    pass", "timed out after 20 s during this call"),
+    ("while True:\n    pass", f"timed out after {LIMIT} s during this call"),
 ])
 def test_exits_signals_and_broken_messages_cost_one_check(tmp_path, monkeypatch, attack, says):
-    result = grade(submission(tmp_path, attack), static_rules=False, limit=20, monkeypatch=monkeypatch)
+    result = grade(submission(tmp_path, attack), static_rules=False, limit=LIMIT, monkeypatch=monkeypatch)
     assert result.earned == 0 and says in result.message, result.message
 
 
@@ -162,7 +164,7 @@ def test_a_hang_at_import_is_charged_once(tmp_path, monkeypatch):
 def test_an_exit_at_import_fails_every_check_with_its_reason(tmp_path, monkeypatch):
     course = submission(tmp_path, "pass", at_import="import sys\nsys.exit(3)\n")
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
-    results = grade_exercise(find("02"), course, seed=11, time_limit=30)
+    results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT)
     assert all(r.earned == 0 and "SystemExit" in r.message for r in results), [r.message for r in results]
 
 
@@ -245,8 +247,6 @@ def test_no_process_survives_grading(tmp_path, monkeypatch, level):
 
 def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
     """The seed never reaches the student's side: not in its arguments, not in its environment."""
-    from grader.sandbox import Sandbox, StudentProcess
-
     seen = []
     real_popen = subprocess.Popen
 
@@ -257,11 +257,11 @@ def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_GRADING_SEED", "8675309")
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     course = submission(tmp_path, "return honest_softmax(x)")
-    grade_exercise(find("02"), course, seed=8675309, time_limit=30, only=(NEXT,))
-    assert seen and Sandbox and StudentProcess
-    for cmd, env in seen:
-        assert not any("8675309" in part for part in cmd) and not any("8675309" in v for v in env.values())
-        assert "COURSE_GRADING_SEED" not in env
+    grade_exercise(find("02"), course, seed=8675309, time_limit=LIMIT, only=(NEXT,))
+    assert seen
+    for cmd, environment in seen:
+        assert not any("8675309" in part for part in cmd) and not any("8675309" in v for v in environment.values())
+        assert "COURSE_GRADING_SEED" not in environment
 
 
 def test_ci_runs_the_sandbox():

@@ -7,7 +7,8 @@ A tensor made on the CPU next to CUDA inputs breaks a diagnosis on a GPU only. I
 import pytest
 import torch
 
-from grader.checks import ex01_tiled_matmul, ex02_safe_softmax, ex03_online_softmax, ex05_backward_preprocess
+from grader.checks import (ex01_tiled_matmul, ex02_safe_softmax, ex03_online_softmax, ex05_backward_preprocess,
+                           ex08_benchmarks)
 
 
 def _meta(*shape):
@@ -20,6 +21,8 @@ SUSPECT_BUILDERS = {
     "03 y": lambda: ex03_online_softmax._y_suspects(_meta(4, 300)),
     "03 lse": lambda: ex03_online_softmax._lse_suspects(_meta(4, 300), _meta(4).double()),
     "05": lambda: ex05_backward_preprocess._suspects(_meta(1, 2, 100, 64), _meta(1, 100, 2, 64).transpose(1, 2)),
+    "08 causal": lambda: ex08_benchmarks._naive_suspects(*(_meta(1, 2, 50, 16) for _ in "qkv"), True, 0.3),
+    "08": lambda: ex08_benchmarks._naive_suspects(*(_meta(1, 2, 50, 16) for _ in "qkv"), False, None),
 }
 
 

@@ -124,7 +124,7 @@ def _naive_suspects(q, k, v, causal, sm_scale):
     scale = reference.default_scale(q.shape[-1]) if sm_scale is None else sm_scale
     N = q.shape[-2]
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
-    i, j = torch.arange(N)[:, None], torch.arange(N)[None, :]
+    i, j = torch.arange(N, device=q.device)[:, None], torch.arange(N, device=q.device)[None, :]
 
     def attend(scores, hidden):
         return torch.softmax(scores.masked_fill(hidden, -math.inf), dim=-1) @ v.double()
