@@ -56,23 +56,34 @@ def validate(args, exercises, target: Path) -> list:
         if target.name == ex.folder or (target / f"{ex.module}.py").is_file():
             parent = target.parent
             parent = os.path.relpath(parent) if parent.is_relative_to(Path.cwd()) else parent
-            raise SystemExit(f"error: TARGET {shown} is the folder of exercise {ex.number} itself; TARGET "
-                             f"names the folder that holds the exercise folders ({_LAYOUT}).\n"
-                             f"Try: make grade EX={ex.number} TARGET={parent}")
+            _layout_error(args, f"error: TARGET {shown} is the folder of exercise {ex.number} itself; TARGET "
+                          f"names the folder that holds the exercise folders ({_LAYOUT}).\n"
+                          f"Try: make grade EX={ex.number} TARGET={parent}")
     if not present:
         for inner in sorted(p for p in target.iterdir() if p.is_dir()):  # one level too shallow
             if any((inner / ex.folder).is_dir() for ex in EXERCISES):
-                raise SystemExit(f"error: TARGET {shown} holds no exercise folder, but {inner} does.\n"
-                                 f"Try: TARGET={inner}")
+                _layout_error(args, f"error: TARGET {shown} holds no exercise folder, but {inner} does.\n"
+                              f"Try: TARGET={inner}")
         contents = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
         held = f"it holds {', '.join(contents[:8])}" + (", ..." if contents[8:] else "") if contents else "it is empty"
         wanted = ", ".join(f"{ex.folder}/{ex.module}.py" for ex in exercises[:3]) + (", ..." if exercises[3:] else "")
-        raise SystemExit(f"error: TARGET {shown} holds none of the exercise folders asked for ({wanted}): {held}.\n"
-                         f"TARGET is a folder laid out {_LAYOUT}")
+        _layout_error(args, f"error: TARGET {shown} holds none of the exercise folders asked for ({wanted}): "
+                      f"{held}.\nTARGET is a folder laid out {_LAYOUT}")
     absent = [ex.folder for ex in exercises if ex not in present]
     return [f"Note: TARGET {shown} has no folder {', '.join(absent)}: "
             f"{'that exercise scores' if len(absent) == 1 else 'those exercises score'} 0 "
             f"(expected layout: {_LAYOUT})"]
+
+
+def _layout_error(args, message: str):
+    """Stop before grading; with --json, first write a results.json that says why (score 0), so that
+    an autograder shows the student the reason rather than a failed run."""
+    if args.json:
+        import json
+
+        write_atomically(Path(args.json), json.dumps({"score": 0.0, "output": message, "visibility": "visible",
+                                                       "stdout_visibility": "visible", "tests": []}, indent=2))
+    raise SystemExit(message)
 
 
 def _check_writable(path: Path) -> None:

@@ -174,6 +174,16 @@ def test_target_one_level_too_shallow_is_explained(capsys, tmp_path):
     assert f"TARGET={tmp_path / 'submission'}" in str(code)
 
 
+def test_wrong_target_with_json_writes_why(capsys, tmp_path):
+    """An autograder shows the student the reason: results.json says it, with score 0."""
+    import json
+
+    (tmp_path / "empty").mkdir()
+    code, _ = _grade(capsys, "--target", str(tmp_path / "empty"), "--json", str(tmp_path / "results.json"))
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["score"] == 0 and results["output"] == code and "it is empty" in code
+
+
 def test_empty_or_missing_target_is_explained(capsys, tmp_path):
     code, _ = _grade(capsys, "01", "--target", str(tmp_path))
     assert "it is empty" in str(code) and "01_tiled_matmul/matmul.py" in str(code)
