@@ -11,6 +11,7 @@ runs); they are run with those rules switched off too, to show that the sandbox 
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -86,6 +87,42 @@ def test_a_pytorch_answer_passed_through_a_kernel_earns_nothing(tmp_path, answer
     course = submission(tmp_path, f"return honest_softmax(x) * 0 + {answer}")
     result = grade(course)
     assert result.earned == 0 and op in result.message and "outside a Triton kernel" in result.message
+
+
+# The answer PyTorch computes, per exercise: the attack returns it after launching the honest kernel.
+TORCH_ANSWERS = {
+    "01": ("matmul", "(a.float() @ b.float()).to(a.dtype)", "a, b"),
+    "03": ("online_softmax", "(torch.softmax(x.float(), -1).to(x.dtype), torch.logsumexp(x.float(), -1))", "x"),
+    "04": ("flash_attention_forward", "(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
+           "scale=sm_scale), honest(q, k, v, causal, sm_scale)[1])", "q, k, v, causal=False, sm_scale=None"),
+    "05": ("attention_backward_preprocess", "(o.float() * do.float()).sum(-1)", "o, do"),
+    "06": ("attention_backward_dkdv", "torch_grads(q, k, v, do, causal, sm_scale)[1:]",
+           "q, k, v, do, lse, delta, causal=False, sm_scale=None"),
+    "07": ("attention_backward_dq", "torch_grads(q, k, v, do, causal, sm_scale)[0]",
+           "q, k, v, do, lse, delta, causal=False, sm_scale=None"),
+}
+TORCH_GRADS = """
+def torch_grads(q, k, v, do, causal, sm_scale):
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    o = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal, scale=sm_scale)
+    o.backward(do.float())
+    return tuple(t.grad.to(q.dtype) for t in leaves)
+"""
+
+
+@pytest.mark.parametrize("number", TORCH_ANSWERS)
+def test_every_exercise_refuses_a_pytorch_answer(tmp_path, number):
+    exercise = find(number)
+    name, answer, params = TORCH_ANSWERS[number]
+    for ex in ("04_flash_forward", "05_backward_preprocess", "06_backward_dkdv", exercise.folder):
+        shutil.copytree(ROOT / "solutions" / ex, tmp_path / ex, dirs_exist_ok=True)
+    module = tmp_path / exercise.folder / f"{exercise.module}.py"
+    arguments = ", ".join(p.split("=")[0] for p in params.split(", "))
+    module.write_text(module.read_text() + TORCH_GRADS + f"\n\nhonest = {name}\n\n\ndef {name}({params}):\n"
+                      f"    honest({arguments})\n    return {answer}\n")
+    first = exercise.checks[0].name
+    (result,) = grade_exercise(exercise, tmp_path, seed=11, time_limit=LIMIT, only=(first,))
+    assert result.earned == 0 and "outside a Triton kernel" in result.message, result.message
 
 
 def test_a_tensor_subclass_cannot_fake_equality(tmp_path, monkeypatch):
