@@ -18,8 +18,12 @@ RUNTIME = Path(__file__).resolve().parent.parent  # the folder holding this `com
 
 
 def _limit_resources() -> None:
-    """Caps that a student's code cannot raise again: file size (a flood of output), core dumps."""
-    for limit, value in ((resource.RLIMIT_FSIZE, 64 << 20), (resource.RLIMIT_CORE, 0)):
+    """Caps that a student's code cannot raise again: file size (a flood of output), core dumps and,
+    for a sandbox user of its own, processes and threads (a fork bomb)."""
+    limits = [(resource.RLIMIT_FSIZE, 64 << 20), (resource.RLIMIT_CORE, 0)]
+    if os.environ.get("COURSE_SANDBOX_USER"):
+        limits.append((resource.RLIMIT_NPROC, 256))
+    for limit, value in limits:
         resource.setrlimit(limit, (value, value))
 
 

@@ -66,6 +66,8 @@ def gradescope(graded, header: str, seconds: float) -> str:
     tests = []
     for exercise, results in graded:
         for r in results:
+            if not 0 <= r.earned <= r.points:  # results come from the grader's side only: this is a grader bug
+                raise ValueError(f"{exercise.number} {r.name}: {r.earned} points earned of {r.points}")
             tests.append({
                 "name": f"{exercise.number} {exercise.title}: {r.name}",
                 "number": f"{exercise.number}.{len([t for t in tests if t['number'].startswith(exercise.number)]) + 1}",

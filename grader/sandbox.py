@@ -253,6 +253,8 @@ class StudentProcess:
                "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        if self.sandbox.isolated:
+            env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
             if name in os.environ:
                 env[name] = os.environ[name]

@@ -189,6 +189,18 @@ def test_exits_signals_and_broken_messages_cost_one_check(tmp_path, monkeypatch,
     assert result.earned == 0 and says in result.message, result.message
 
 
+@needs_sandbox
+def test_a_fork_bomb_is_capped(tmp_path, monkeypatch):
+    course = submission(tmp_path, """
+        import os, time
+        while True:
+            if os.fork() == 0:
+                time.sleep(600)
+    """)
+    result = grade(course, static_rules=False, monkeypatch=monkeypatch)
+    assert result.earned == 0 and "Resource temporarily unavailable" in result.message, result.message
+
+
 def test_a_hang_at_import_is_charged_once(tmp_path, monkeypatch):
     course = submission(tmp_path, "pass", at_import="while True:\n    pass\n")
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
@@ -256,6 +268,7 @@ def test_the_seed_and_the_results_file_are_out_of_reach(tmp_path):
     time.sleep(5)  # the detached process would have written by now
     data = json.loads(out.read_text())
     assert data["score"] == 10 and "forged" not in out.read_text()
+    assert "Total: 10/10" in run.stdout  # results.json says what the report printed
     assert not processes(marker=b"echo forged")
 
 
