@@ -102,10 +102,28 @@ class MissingFunction(Exception):
     """The student's module does not define a function the exercise needs."""
 
 
+class StudentCodeFailed(Exception):
+    """The student's code raised: `info` holds its type, text and the student's line (all strings)."""
+
+    def __init__(self, info: dict):
+        self.info = {k: str(info.get(k) or "")[:4000] for k in ("type", "text", "where")}
+        super().__init__(self.info["text"])
+
+
+def raised(exc: BaseException) -> str:
+    """'ValueError: message' for what the student's code raised (the last line of its text)."""
+    if isinstance(exc, StudentCodeFailed):
+        lines = exc.info["text"].strip().splitlines()
+        return lines[0] if lines else exc.info["type"]
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+
+
+class ProcessEnded(Exception):
+    """The student's process ended, hung or broke the protocol; the message says what happened."""
+
+
 def run_check(chk: Check, impl, ctx: Context) -> Result:
     """Run one check, turning every way student code can fail into a Result with a message."""
-    from grader.sandbox import ProcessEnded, StudentCodeFailed
-
     result = Result(chk.name, chk.points, 0.0, "failed", description=chk.description)
     if chk.gpu_only and not ctx.gpu:
         result.status = "needs a GPU"

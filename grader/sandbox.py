@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from common import wire
-from grader.core import MissingFunction
+from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_FILES = ("__init__.py", "env.py", "shapes.py", "tuning.py", "loader.py", "harness.py", "wire.py",
@@ -62,26 +62,6 @@ mount --bind "$B" "$R/sandbox" || fail "/sandbox"
 chroot --userspec="$U:$U" "$R" /bin/sh -c 'cd /sandbox/scratch && exec "$0" -I -S -B /sandbox/runtime/common/serve.py "$1" "$2"' "$PY" "$IN" "$OUT"
 """
 SETUP_FAILED = 125
-
-
-class StudentCodeFailed(Exception):
-    """The student's code raised: `info` holds its type, text and the student's line (all strings)."""
-
-    def __init__(self, info: dict):
-        self.info = {k: str(info.get(k) or "")[:4000] for k in ("type", "text", "where")}
-        super().__init__(self.info["text"])
-
-
-def raised(exc: BaseException) -> str:
-    """'ValueError: message' for what the student's code raised (the last line of its text)."""
-    if isinstance(exc, StudentCodeFailed):
-        lines = exc.info["text"].strip().splitlines()
-        return lines[0] if lines else exc.info["type"]
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-
-
-class ProcessEnded(Exception):
-    """The student's process ended, hung or broke the protocol; the message says what happened."""
 
 
 @functools.lru_cache(maxsize=None)
