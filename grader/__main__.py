@@ -27,10 +27,10 @@ def parse_args(argv):
 def resolve_target(name: str) -> Path:
     path = Path(name) if Path(name).exists() else ROOT / name
     if not path.exists():
-        raise SystemExit(f"error: TARGET {name!r} does not exist (try 'exercises', 'solutions' or the path of a "
-                         "folder laid out like exercises/)")
+        raise SystemExit(f"error: TARGET {name!r} is not a directory: nothing exists there (try 'exercises', "
+                         "'solutions' or the path of a folder laid out like exercises/)")
     if not path.is_dir():
-        raise SystemExit(f"error: TARGET {name!r} is a file, not a folder: TARGET names the folder that holds "
+        raise SystemExit(f"error: TARGET {name!r} is not a directory but a file: TARGET names the folder that holds "
                          f"the exercise folders ({_LAYOUT})")
     return path.resolve()
 

@@ -188,7 +188,7 @@ def test_empty_or_missing_target_is_explained(capsys, tmp_path):
     code, _ = _grade(capsys, "01", "--target", str(tmp_path))
     assert "it is empty" in str(code) and "01_tiled_matmul/matmul.py" in str(code)
     code, _ = _grade(capsys, "01", "--target", str(tmp_path / "nowhere"))
-    assert "does not exist" in str(code)
+    assert "nothing exists there" in str(code)
 
 
 def test_missing_exercise_folders_are_announced(tmp_path):
