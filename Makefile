@@ -64,7 +64,7 @@ $(VENV)/.installed: pyproject.toml
 	if [ -n "$(TORCH_INDEX)" ] && $(VENV)/bin/python -c "import urllib.request; urllib.request.urlopen('$(TORCH_INDEX)/', timeout=10)" >/dev/null 2>&1; then \
 	  index="--extra-index-url $(TORCH_INDEX)"; echo "CPU-only torch from $(TORCH_INDEX)"; \
 	elif [ -n "$(TORCH_INDEX)" ]; then \
-	  echo "$(TORCH_INDEX) does not answer: torch comes from PyPI (where pip finds no CPU-only build, the CUDA one)"; \
+	  echo "$(TORCH_INDEX) does not answer: pip takes torch from its usual indexes (from PyPI, the CUDA build)"; \
 	fi; \
 	echo "$(VENV)/bin/python -m pip install $$index --group all"; \
 	$(VENV)/bin/python -m pip install $$index --group all
