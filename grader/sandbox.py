@@ -255,6 +255,14 @@ class StudentProcess:
         self.proc = None
 
     def close(self) -> None:
+        """End the process: it leaves by itself when its request pipe closes; a second later it is killed."""
+        if self.proc is not None:
+            os.close(self.requests)
+            self.requests = os.open(os.devnull, os.O_RDONLY)  # stop() closes it
+            try:
+                self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
         self.stop()
         if self.log:
             self.log.close()
