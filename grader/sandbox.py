@@ -255,12 +255,12 @@ class StudentProcess:
         self.proc = None
 
     def close(self) -> None:
-        """End the process: it leaves by itself when its request pipe closes; a second later it is killed."""
+        """End the process: it leaves by itself when its request pipe closes, or is killed 5 s later."""
         if self.proc is not None:
             os.close(self.requests)
             self.requests = os.open(os.devnull, os.O_RDONLY)  # stop() closes it
             try:
-                self.proc.wait(timeout=1)
+                self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
         self.stop()
