@@ -1,8 +1,9 @@
 """The tolerance policy.
 
 A kernel may be at most FACTOR times as far from the float64 reference as plain PyTorch doing the
-same computation in the same low precision, plus a small floor relative to the size of the values.
-Because the allowance scales with the true values, an all-zero output never passes.
+same computation in the same low precision, plus a small floor relative to the largest value of the
+output (allowed_error says exactly how). Because the allowance scales with the true values, an
+all-zero output never passes.
 """
 
 import torch
@@ -21,6 +22,14 @@ def _largest(values: torch.Tensor) -> float:
 
 
 def allowed_error(ref: torch.Tensor, lowp: torch.Tensor, dtype: torch.dtype) -> float:
-    """The largest absolute error a kernel computing `ref` from `dtype` inputs may make."""
-    size = max(1.0, _largest(ref[torch.isfinite(ref)].abs()))
+    """The largest absolute error a kernel computing `ref` from `dtype` inputs may make:
+
+        FACTOR * max |lowp - ref| + FLOOR[dtype] * max |ref|
+
+    (maxima over the elements where both are finite). The floor is relative to the largest value of
+    the output itself, whatever its scale: for probabilities of at most 0.05 in fp16 it is 5e-5, not
+    1e-3, so a bug that moves every probability by a few percent cannot hide under it. An output whose
+    reference is exactly zero everywhere (dK for N = 1: the terms cancel) gets FLOOR[dtype] itself.
+    """
+    size = _largest(ref[torch.isfinite(ref)].abs()) or 1.0
     return FACTOR * max_error(lowp, ref) + FLOOR[dtype] * size
