@@ -9,18 +9,21 @@ from grader.core import check
 BLOCK_K_GUESSES = (16, 32, 64, 128)
 
 
-def _multiply(impl, ctx, M, K, N, dtype, tag, transposed=False):
+def _multiply(impl, ctx, M, K, N, dtype, tag, transposed=False, positive=False):
     if transposed:  # store a as [K, M] and b as [N, K], then view them transposed without a copy
         a = ctx.randn((K, M), dtype, f"{tag}.a").t()
         b = ctx.randn((N, K), dtype, f"{tag}.b").t()
     else:
         a = ctx.randn((M, K), dtype, f"{tag}.a")
         b = ctx.randn((K, N), dtype, f"{tag}.b")
+    if positive:  # every product adds: the running sum grows to about 0.64 K
+        a, b = a.abs(), b.abs()
     c = call(impl.matmul, a, b)
-    what = f"matmul of a [{M}, {K}] by b [{K}, {N}] ({str(dtype)[6:]}{', transposed views' if transposed else ''})"
+    what = (f"matmul of a [{M}, {K}] by b [{K}, {N}] ({str(dtype)[6:]}{', transposed views' if transposed else ''}"
+            f"{', positive entries' if positive else ''})")
     expect_tensor(what, c, (M, N), dtype)
     expect_close(what, c, reference.matmul(a, b), _lowp(a, b), dtype,
-                 suspects=_suspects(a, b, transposed), diagnose=_diagnose)
+                 suspects=_suspects(a, b, transposed), diagnose=lambda m: _diagnose(m, K))
 
 
 def _lowp(a, b):
@@ -50,9 +53,24 @@ def _suspects(a, b, transposed):
     return suspects
 
 
-def _diagnose(m):
-    if m.tiles().all() and m.wrong.double().mean() > 0.5:  # a few may land near the right value by chance
-        return "nearly every element is wrong, in every tile: check the pointer arithmetic (strides) and the K loop"
+def _diagnose(m, K):
+    if K >= 1024 and not torch.isnan(m.out).any():
+        err = (m.out - m.ref).abs()
+        if float(err.max()) < 0.05 * float(m.ref.abs().max()):
+            return (f"small errors that grow with K={K}: the sum is kept in low precision. Accumulate in float32 "
+                    "(acc = tl.zeros(..., dtype=tl.float32); acc += tl.dot(a, b)) and convert to the output's "
+                    "dtype once, at the store")
+    everywhere = m.tiles().all() and m.wrong.double().mean() > 0.5  # a few may land near the right value by chance
+    if everywhere and any(K % b for b in BLOCK_K_GUESSES):
+        garbage = bool((~torch.isfinite(m.out)).any())
+        return (f"the loads are not masked along K (K={K} is not a multiple of BLOCK_K): in the last K step, "
+                "a[i, k] and b[k, j] with k >= K read memory outside the inputs (the next rows, or past the end"
+                + (": here inf or NaN" if garbage else "") + ") and add it to every element. Mask both loads "
+                "with k < K as well as rows < M and cols < N, other=0.0")
+    if everywhere:
+        return ("nearly every element is wrong, in every tile, although K is a multiple of the blocks: the tiles "
+                "are addressed wrongly. Check a's pointers (rows * stride_am + k * stride_ak), b's (k * stride_bk "
+                "+ cols * stride_bn) and that the K loop advances k by BLOCK_K")
     bad_rows, bad_cols = rows_wrong(m, -2), rows_wrong(m, -1)
     if _is_tail(bad_rows) or _is_tail(bad_cols):
         return (f"only rows {span(bad_rows)} / columns {span(bad_cols)} are wrong, at the end: check the "
@@ -83,9 +101,11 @@ def ragged_shapes(impl, ctx):
 
 @check(points=2)
 def fp16_inputs(impl, ctx):
-    """float16 inputs: fp32 accumulation, fp16 output"""
+    """float16 inputs: fp32 accumulation (a long K = 4096 reduction included), fp16 output"""
     M, K, N = (2048, 1500, 1024) if ctx.gpu else (96, 200, 80)  # K is no multiple of BLOCK_K
     _multiply(impl, ctx, M, K, N, torch.float16, "fp16")
+    # A long reduction whose running sum grows large: fp16 accumulation loses several units there.
+    _multiply(impl, ctx, 16, 4096, 16, torch.float16, "fp16long", positive=True)
 
 
 @check(points=2)
