@@ -19,6 +19,8 @@ def parse_args(argv):
                    help="'exercises' (default), 'solutions', or a directory laid out like exercises/")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one, printed)")
     p.add_argument("--json", default=None, help="also write Gradescope's results.json here")
+    p.add_argument("--check", action="append", default=None, metavar="NAME",
+                   help="run only this check (repeatable; with one exercise), e.g. --check ragged")
     p.add_argument("--time-limit", type=float, default=None,
                    help="seconds each check may take (default: 120 on CPU, 300 on GPU)")
     return p.parse_args(argv)
@@ -131,6 +133,14 @@ def main(argv=None) -> int:
         exercises = [find(e) for e in args.exercises] or list(EXERCISES)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
+    if args.check:
+        if len(exercises) != 1:
+            raise SystemExit("error: --check (CHECK=) needs one exercise: make grade EX=04 CHECK=ragged")
+        known = [c.name for c in exercises[0].checks]
+        unknown = [name for name in args.check if name not in known]
+        if unknown:
+            raise SystemExit(f"error: exercise {exercises[0].number} has no check {', '.join(unknown)}; "
+                             f"its checks: {', '.join(known)}")
     target = resolve_target(args.target)
     notes = validate(args, exercises, target)
     seed, seed_line = choose_seed(args.seed)
@@ -153,7 +163,7 @@ def main(argv=None) -> int:
 
     start, graded = time.monotonic(), []
     for exercise in exercises:
-        results = grade_exercise(exercise, target, seed, time_limit)
+        results = grade_exercise(exercise, target, seed, time_limit, only=args.check)
         graded.append((exercise, results))
         print("\n" + report.exercise_report(exercise, results), flush=True)
     if len(graded) > 1:
