@@ -42,3 +42,9 @@ def online_softmax(x: torch.Tensor, block: int = 128):
         x, y, lse, x.shape[1], x.stride(0), x.stride(1), y.stride(0), y.stride(1), BLOCK=block,
     )
     return y, lse
+
+
+if __name__ == "__main__":  # `python online_softmax.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

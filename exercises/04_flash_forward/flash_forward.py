@@ -147,3 +147,9 @@ def flash_attention_forward(q, k, v, causal=False, sm_scale=None):
         grid = lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)  # noqa: E731
         _attn_fwd_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
     return o, lse
+
+
+if __name__ == "__main__":  # `python flash_forward.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

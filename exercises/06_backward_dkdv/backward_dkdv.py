@@ -155,3 +155,9 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, causal=False, sm_scale=None
         grid = lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), B * H)  # noqa: E731
         _attn_bwd_dkdv_tuned[grid](*args, HEAD_DIM=d, CAUSAL=causal)
     return dk, dv
+
+
+if __name__ == "__main__":  # `python backward_dkdv.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

@@ -180,3 +180,9 @@ class FlashAttention(torch.autograd.Function):
 def flash_attention(q, k, v, causal=False, sm_scale=None):
     """Differentiable FlashAttention: o [B, H, N, d] for q, k, v [B, H, N, d] (fp16, bf16; fp32 in the interpreter)."""
     return FlashAttention.apply(q, k, v, causal, sm_scale)
+
+
+if __name__ == "__main__":  # `python backward_dq.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

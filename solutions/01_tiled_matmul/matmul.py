@@ -66,3 +66,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, block_m=64, block_n=64, block_k=32)
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
     )
     return c
+
+
+if __name__ == "__main__":  # `python matmul.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

@@ -65,3 +65,9 @@ def softmax(x: torch.Tensor, block: int = 128) -> torch.Tensor:
         x, y, x.shape[1], x.stride(0), x.stride(1), y.stride(0), y.stride(1), BLOCK=block,
     )
     return y
+
+
+if __name__ == "__main__":  # `python safe_softmax.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()

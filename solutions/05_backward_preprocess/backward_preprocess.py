@@ -79,3 +79,9 @@ def attention_backward_preprocess(o: torch.Tensor, do: torch.Tensor) -> torch.Te
         HEAD_DIM=d, BLOCK_M=block_m,
     )
     return delta
+
+
+if __name__ == "__main__":  # `python backward_preprocess.py`: a quick test on small inputs (a CPU uses the interpreter)
+    from common import selftest
+
+    selftest.main()
