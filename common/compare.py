@@ -97,17 +97,47 @@ def expect_close(what, out, ref, lowp, dtype, blocks=(64, 64), suspects=None, di
         lines.append(
             f"{int(nan.sum())} elements are NaN (first at index {_index(int(nan.flatten().nonzero()[0]), got.shape)}). "
             "Outputs are filled with NaN before your call, so NaN means an element was never written "
-            "(store mask, grid too small) or was computed as NaN (exp(-inf - (-inf)), 0/0)."
+            "(store mask, grid too small), was computed as NaN (exp(-inf - (-inf)), 0/0, inf - inf), or was "
+            "computed from memory read outside an input (a load without its mask)."
         )
     for cause, wrong_output in (suspects or {}).items():
         if _matches(got, wrong_output.detach().double().cpu(), ref, tolerance):
             lines.append(f"Likely cause: {cause} (your output matches what that bug produces).")
             break
     else:
-        advice = diagnose(m) if diagnose else None
+        advice = slices_advice(wrong, got) or (diagnose(m) if diagnose else None)
         if advice:
             lines.append(f"Likely cause: {advice}")
+        else:
+            lines.append("No known bug matches this pattern: compare the wrong tiles above with the map of the "
+                         "kernel in the lesson, and test that region alone at a small size.")
     raise CheckFailed("\n".join(lines))
+
+
+_OFFSETS = ("Use off_b = pid // H and off_h = pid % H, and base = off_b * stride_b + off_h * stride_h for every "
+            "tensor")
+
+
+def slices_advice(wrong: torch.Tensor, out: torch.Tensor = None):
+    """A cause when the errors follow whole (batch, head) slices of a [B, H, N, d] output: some slices
+    right and the others wrong, or some never written (all NaN) and the others written: the programs
+    work on the wrong (batch, head)."""
+    if wrong.dim() != 4 or wrong.shape[0] * wrong.shape[1] < 2:
+        return None
+    if out is not None:
+        nan = torch.isnan(out).flatten(2)
+        unwritten = nan.all(-1)  # [B, H]
+        if unwritten.any() and not unwritten.all():
+            never = [tuple(i) for i in unwritten.nonzero().tolist()]
+            return (f"the (batch, head) slices {', '.join(map(str, never[:6]))}{', ...' if never[6:] else ''} were "
+                    "never written (all NaN) while the others were: the programs of those slices read and write "
+                    f"another (batch, head). {_OFFSETS}")
+    per = wrong.flatten(2).any(-1)  # [B, H]
+    if per.all() or not per.any():
+        return None
+    bad = [tuple(i) for i in per.nonzero().tolist()]
+    return (f"only some (batch, head) slices are wrong ({', '.join(map(str, bad[:6]))}{', ...' if bad[6:] else ''}; "
+            f"the others are right): each program reads or writes the wrong (batch, head). {_OFFSETS}")
 
 
 def _matches(got, wrong_output, ref, tolerance) -> bool:

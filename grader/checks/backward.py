@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from common import inputs, reference
+from common import reference
+from grader.checks import layouts
 from common.compare import CheckFailed, expect_close
 from common.tolerance import allowed_error
 
@@ -43,8 +44,8 @@ class BackwardCase:
             self.k = ctx.randn(shape, dtype, f"{tag}.k", scale=qk_magnitude)
         self.v = ctx.randn(shape, dtype, f"{tag}.v")
         self.do = ctx.randn(shape, dtype, f"{tag}.do")
-        if strided:  # stored as [B, N, H, d], viewed as [B, H, N, d]
-            self.q, self.k, self.v, self.do = (inputs.strided_view(t) for t in (self.q, self.k, self.v, self.do))
+        if strided:  # q, k, v, do each stored in a different order, viewed as [B, H, N, d]
+            self.q, self.k, self.v, self.do = layouts.mixed(self.q, self.k, self.v, self.do)
         o, lse = reference.attention(self.q, self.k, self.v, causal, sm_scale)
         self.lse = lse.float()
         self.delta = reference.attention_delta(o, self.do).float()
@@ -54,7 +55,7 @@ class BackwardCase:
 
         flags = [str(dtype)[6:], "causal" if causal else "non-causal"]
         if strided:
-            flags.append("strided views")
+            flags.append(f"layouts {layouts.describe(self.q, self.k, self.v, self.do)}")
         if qk_magnitude != 1.0:
             flags.append(f"q, k scaled by {qk_magnitude:g}")
         if negative:
@@ -134,6 +135,13 @@ def common_suspects(case, which: int, name: str):
         out["the strides are ignored: q, k, v, do are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
             "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = sim(
             tensors=case.dense_tensors())[which]
+    names = {"q": case.q, "k": case.k, "v": case.v, "do": case.do}
+    for a, t in names.items():
+        for b, u in names.items():
+            if a != b and t.stride() != u.stride():
+                read = dict(names, **{a: torch.as_strided(t, t.shape, u.stride())})
+                out[f"{a} is read with the strides of {b}: pass each tensor's own strides ({a}.stride() for {a}) "
+                    f"and address {a} with them"] = sim(tensors=list(read.values()))[which]
     if case.causal:
         out["the causal mask is missing: keys j > i get P > 0"] = sim(see=case.visible(causal=False))[which]
         out["the causal mask hides the diagonal: query i sees key j = i (keep offs_m >= offs_n, not >)"] = sim(
@@ -161,14 +169,21 @@ def is_close(case, out, which) -> bool:
     return bool((err <= allowed_error(ref, case.lowp[which].detach().cpu(), case.dtype)).all())
 
 
-def nan_advice(case, name):
-    ragged = [b for b in BLOCK_GUESSES if case.N % b]
-    advice = (f"NaN in {name}: an inf met a zero, or exp2(-inf - (-inf)). Load padded rows with other=0.0 "
-              "(never -inf) so lse and delta of rows >= N are 0")
-    if ragged:
-        advice += (f"; here N={case.N} is not a multiple of the block, so check the padded keys/queries of "
-                   "the last block: a padded key has score 0 and P = exp(0 - lse), which overflows fp16 "
-                   "when a row's scores are all very negative: give it P = 0")
+def nan_advice(case, name, padded="keys"):
+    """Advice for NaN in a gradient. padded: which padded rows can cause it in this kernel ("keys" in
+    exercise 07, where a padded key's P joins a real row; "queries" in 06, where it cannot)."""
+    advice = (f"NaN in {name}: an inf met a zero, or exp2(-inf - (-inf)). Load every tile with its rows masked "
+              "and other=0.0 (never -inf), lse and delta included")
+    if case.N % min(BLOCK_GUESSES) == 0 and all(case.N % b == 0 for b in BLOCK_GUESSES if b <= case.N):
+        return advice + "; N is a multiple of the blocks here, so look for an exp2 of an unshifted score or a division"
+    if padded == "keys":
+        advice += (f"; here N={case.N} is not a multiple of the block: a padded key (j >= N) has score 0 and "
+                   "P = exp2(0 - lse), which overflows fp16 when a row's scores are all very negative, and inf "
+                   "times K = 0 is NaN: give the padded keys P = 0 (mask them, keys < N)")
+    else:
+        advice += (f"; here N={case.N} is not a multiple of the block. Padded keys cannot cause it (their rows of "
+                   "dK and dV are never stored), but a padded query row can: it must load q, dO, lse and delta "
+                   "as 0 (mask rows < N, other=0.0), so that P * dO and P * (dP - delta) add exactly 0")
     return advice
 
 
@@ -216,7 +231,7 @@ def visibility_map(got, expected, block, width, row_name, col_name, rows_name):
 def classify_map(case, got, expected, width, columns):
     """A sentence on where the probe's counts differ; got, expected: [B, H, rows, ranges]."""
     if got.isnan().any():
-        return nan_advice(case, "the probe")
+        return nan_advice(case, "the probe", padded="queries" if columns == "queries" else "keys")
     ranges = got.shape[-1]
     sizes = torch.bincount(torch.arange(case.N) // width, minlength=ranges).double()  # columns per range
     e = expected.flatten(0, -3)[0]  # the same for every (batch, head)

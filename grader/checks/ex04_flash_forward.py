@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from common import inputs, reference
+from common import reference
+from grader.checks import layouts
 from common.compare import (CheckFailed, call, constant_factor, expect_close, expect_tensor, expect_tuple,
                             rows_wrong, span)
 from common.tolerance import allowed_error
@@ -21,15 +22,19 @@ class _Case:
     """One call of the student's function: inputs, outputs and references."""
 
     def __init__(self, impl, ctx, B, H, N, d, causal, tag, dtype=torch.float16, strided=False,
-                 qk_magnitude=1.0, sm_scale=None):
+                 qk_magnitude=1.0, sm_scale=None, dominant=False):
         self.impl, self.causal, self.sm_scale, self.dtype = impl, causal, sm_scale, dtype
         self.q, self.k, self.v = (ctx.randn((B, H, N, d), dtype, f"{tag}.{name}", scale=s)
                                   for name, s in (("q", qk_magnitude), ("k", qk_magnitude), ("v", 1.0)))
-        if strided:  # stored as [B, N, H, d], viewed as [B, H, N, d]
-            self.q, self.k, self.v = (inputs.strided_view(t) for t in (self.q, self.k, self.v))
+        if dominant:
+            self.q, self.k = layouts.dominant_first_key(self.q, self.k, self.scale, causal)
+        if strided:  # q, k, v each stored in a different order, viewed as [B, H, N, d]
+            self.q, self.k, self.v = layouts.mixed(self.q, self.k, self.v)
         flags = [str(dtype)[6:], "causal" if causal else "non-causal"]
         if strided:
-            flags.append("strided views")
+            flags.append(f"layouts {layouts.describe(self.q, self.k, self.v)}")
+        if dominant:
+            flags.append("key 0 the largest score of each row")
         if qk_magnitude != 1.0:
             flags.append(f"q, k scaled by {qk_magnitude:g}")
         if sm_scale is not None:
@@ -47,12 +52,19 @@ class _Case:
         return reference.default_scale(self.q.shape[-1]) if self.sm_scale is None else self.sm_scale
 
     def check_o(self):
-        expect_close(f"{self.what}: o", self.o, self.ref_o, self.low_o, self.dtype, blocks=(ROWS, self.q.shape[-1]),
-                     suspects=_o_suspects(self), diagnose=lambda m: _diagnose_o(self, m))
+        blocks = (ROWS, self.q.shape[-1])
+        try:  # the suspects (costly to simulate) only when it fails
+            expect_close(f"{self.what}: o", self.o, self.ref_o, self.low_o, self.dtype, blocks=blocks)
+        except CheckFailed:
+            expect_close(f"{self.what}: o", self.o, self.ref_o, self.low_o, self.dtype, blocks=blocks,
+                         suspects=_o_suspects(self), diagnose=lambda m: _diagnose_o(self, m))
 
     def check_lse(self):
-        expect_close(f"{self.what}: lse", self.lse, self.ref_lse, self.low_lse, self.dtype, blocks=(ROWS,),
-                     suspects=_lse_suspects(self), diagnose=lambda m: _diagnose_lse(self, m))
+        try:
+            expect_close(f"{self.what}: lse", self.lse, self.ref_lse, self.low_lse, self.dtype, blocks=(ROWS,))
+        except CheckFailed:
+            expect_close(f"{self.what}: lse", self.lse, self.ref_lse, self.low_lse, self.dtype, blocks=(ROWS,),
+                         suspects=_lse_suspects(self), diagnose=lambda m: _diagnose_lse(self, m))
 
 
 # ----------------------------------------------------------------------------- what known bugs output
@@ -80,10 +92,22 @@ def _o_suspects(case):
         "sm_scale is never applied to the scores (use qk_scale, which includes it)": _attention(q, k, v, LOG2E, see),
         "sm_scale is applied twice": _attention(q, k, v, scale * scale, see),
     }
+    s = _scores(case)
+    l = torch.exp(s - s.amax(-1, keepdim=True)).sum(-1, keepdim=True)  # l_i at the end of the loop
+    out["o is never divided by l_i: after the loop, o = acc / l_i (acc holds the unnormalised sum of p @ V)"] = \
+        case.ref_o * l
     if not all(t.is_contiguous() for t in (q, k, v)):
         dense = [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride()) for t in (q, k, v)]
         out["the strides are ignored: q, k, v are read as if contiguous [B, H, N, d]; address q[b, h, n, c] as "
             "q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = _attention(*dense, scale, see)
+    names = {"q": q, "k": k, "v": v}
+    for name, t in names.items():
+        for other, u in names.items():
+            if other != name and t.stride() != u.stride():
+                read = dict(names, **{name: torch.as_strided(t, t.shape, u.stride())})
+                out[f"{name} is read with the strides of {other}: pass each tensor's own strides ({name}.stride() "
+                    f"for {name}) and address {name} with them"] = _attention(read["q"], read["k"], read["v"],
+                                                                             scale, see)
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper "
             "passes"] = _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
@@ -131,8 +155,15 @@ _NAN = ("NaN in the output: a row computed exp2(-inf - (-inf)) (its running max 
         "the row has (or will have) a visible key; load padded K/V with other=0.0, never -inf")
 
 
+_STRICT = ("the causal mask hides the diagonal (j < i instead of j <= i): row 0 then sees no key at all, its "
+           "running max stays -inf and exp2(-inf - (-inf)) is NaN. Query i sees keys j <= i, itself included")
+
+
 def _diagnose_o(case, m):
     if torch.isnan(m.out).any():
+        nan_rows = torch.isnan(m.out).any(-1).flatten(0, -2).any(0)  # [N]
+        if case.causal and bool(nan_rows[0]) and not bool(nan_rows[1:].any()):
+            return _STRICT
         return _NAN
     factor = constant_factor(m)
     if factor is not None:
@@ -141,8 +172,14 @@ def _diagnose_o(case, m):
     last = (len(bad) - 1) // ROWS * ROWS  # first row of the last query block
     hints = []
     if last > 0 and not bad[:last].any():
-        hints.append(f"only the last query block is wrong (rows {span(bad)}): check the masks that involve N "
-                     "there (rows >= N, keys >= N)")
+        N = case.q.shape[-2]
+        if N % ROWS:
+            hints.append(f"only the last query block is wrong (rows {span(bad)}): check the masks that involve N "
+                         "there (rows >= N, keys >= N)")
+        else:
+            hints.append(f"only the last query block is wrong (rows {span(bad)}) although N={N} needs no mask: "
+                         "the offsets of that block are off. Check offs_m = start_m * BLOCK_M + tl.arange(0, "
+                         "BLOCK_M), the grid (cdiv(N, BLOCK_M) query blocks) and the causal range of that block")
     probe = _probe(case)
     return "\n".join(hints + [probe] if probe else hints) or None
 
@@ -237,74 +274,101 @@ def _classify(case, got, ref, width):
 
 
 # ----------------------------------------------------------------------------- checks
-def _outputs(impl, ctx, tag, cases, **options):
-    """Check o for each (N, d, causal) of `cases`, with B=2, H=3."""
+# Points follow the ideas of the lesson: one check per idea, run on inputs that keep the other ideas
+# simple. Every case but those of online_softmax makes key 0 the largest score of each row (see
+# layouts.dominant_first_key), so a rescale bug in the core loop cannot cost the feature checks; the
+# checks of other ideas than the ragged tail use N a multiple of every block (64, 128).
+SIMPLE = (32, 64, False)  # one key block of the interpreter's BLOCK_N = 32: no rescale, no mask
+
+
+def _outputs(impl, ctx, tag, cases, B=1, H=1, **options):
+    """Check o for each (N, d, causal) of `cases`; B = H = 1 unless given (the core cases and the
+    layouts use B = H = 2, where a (batch, head) offset shows)."""
     for i, (N, d, causal) in enumerate(cases):
-        _Case(impl, ctx, 2, 3, N, d, causal, f"{tag}{i}", **options).check_o()
+        _Case(impl, ctx, B, H, N, d, causal, f"{tag}{i}", **options).check_o()
 
 
-@check(points=3)
-def aligned(impl, ctx):
-    """o, non-causal, N a multiple of the blocks (the online softmax over several key blocks)"""
-    _outputs(impl, ctx, "aligned", [(512 if ctx.gpu else 128, 64, False)])
+def _simplest_case_fails(impl, ctx):
+    """A reason when o is wrong even on one key block (non-causal, N=32: nothing to rescale or mask)."""
+    try:
+        _outputs(impl, ctx, "simple", [SIMPLE])
+    except Exception as exc:  # noqa: BLE001 - any failure of the simplest case
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _feature(impl, ctx, run):
+    """Run a feature check; when it fails and the simplest case fails too, say which check to fix first."""
+    try:
+        run()
+    except CheckFailed as exc:
+        reason = _simplest_case_fails(impl, ctx)
+        if reason is None:
+            raise
+        raise CheckFailed(f"fix online_softmax and scale_convention first: even the simplest case (N=32, one key "
+                          f"block, non-causal) is wrong ({reason}), so this check cannot be graded apart from "
+                          f"it.\n{exc}") from None
+
+
+@check(points=6)
+def online_softmax(impl, ctx):
+    """o, non-causal, several key blocks: the running max, the alpha rescale of acc and l_i, o = acc / l_i"""
+    N = 512 if ctx.gpu else 128
+    _outputs(impl, ctx, "core", [(N, 64, False)], B=2, H=2)
+    _outputs(impl, ctx, "large", [(N, 64, False)], qk_magnitude=6.0, B=2, H=2)
 
 
 @check(points=4)
 def ragged(impl, ctx):
-    """o, non-causal, N = 1, 17, 100, 127, 129 and a larger N (padded keys, unstored rows)"""
-    sizes = (1, 17, 100, 127, 129) + ((1000,) if ctx.gpu else (200,))
-    _outputs(impl, ctx, "ragged", [(N, 64, False) for N in sizes])
+    """o, non-causal, N = 1, 17, 100, 129 (and 1000 on a GPU): padded keys masked, rows >= N not stored"""
+    sizes = (1, 17, 100, 129) + ((1000,) if ctx.gpu else ())
+    _feature(impl, ctx, lambda: _outputs(impl, ctx, "ragged", [(N, 64, False) for N in sizes], dominant=True))
 
 
 @check(points=2)
 def causal_one_block(impl, ctx):
-    """o, causal, N <= 64 (only the diagonal block)"""
-    _outputs(impl, ctx, "causal1_", [(N, 64, True) for N in (1, 17, 64)])
+    """o, causal, N = 1, 17, 32 (one key block: the mask j <= i inside the diagonal block)"""
+    _feature(impl, ctx, lambda: _outputs(impl, ctx, "causal1_", [(N, 64, True) for N in (1, 17, 32)]))
 
 
-@check(points=5)
+@check(points=4)
 def causal_many_blocks(impl, ctx):
-    """o, causal, N = 256, 100, 129 and a larger N (blocks left of the diagonal, the diagonal, ragged)"""
-    sizes = (256, 100, 129) + ((1000,) if ctx.gpu else (200,))
-    _outputs(impl, ctx, "causal", [(N, 64, True) for N in sizes])
+    """o, causal, N = 100, 129, 192 (and 1000 on a GPU): blocks left of the diagonal unmasked, the diagonal masked"""
+    sizes = (100, 129, 192) + ((1000,) if ctx.gpu else ())
+    _feature(impl, ctx, lambda: _outputs(impl, ctx, "causal", [(N, 64, True) for N in sizes], dominant=True))
 
 
 @check(points=3)
-def head_dims(impl, ctx):
-    """o, head dims d = 16, 32, 128, causal and not"""
-    _outputs(impl, ctx, "dims", [(100, d, causal) for d in (16, 32, 128) for causal in (False, True)])
-
-
-@check(points=2)
-def strided_inputs(impl, ctx):
-    """o, q/k/v stored as [B, N, H, d] and viewed as [B, H, N, d] without a copy (use all strides)"""
-    _outputs(impl, ctx, "strided", [(129, 64, False), (129, 64, True)], strided=True)
-
-
-@check(points=2)
-def large_scores(impl, ctx):
-    """o, q and k scaled by 6: scores up to ~150, exp would overflow without the running max"""
-    _outputs(impl, ctx, "large", [(129, 64, False), (129, 64, True)], qk_magnitude=6.0)
-
-
-@check(points=2)
-def custom_scale(impl, ctx):
-    """o with an explicit sm_scale = 0.3"""
-    _outputs(impl, ctx, "scale", [(100, 32, False), (100, 32, True)], sm_scale=0.3)
+def scale_convention(impl, ctx):
+    """o on one key block with the default scale and with sm_scale = 0.3: qk_scale = sm_scale * log2(e) with exp2"""
+    _outputs(impl, ctx, "default", [SIMPLE])
+    _outputs(impl, ctx, "scale", [(32, 32, False)], sm_scale=0.3)
+    _feature(impl, ctx, lambda: _outputs(impl, ctx, "scale_many", [(128, 32, False)], sm_scale=0.3, dominant=True))
 
 
 @check(points=4)
 def lse_output(impl, ctx):
-    """lse: natural-log log-sum-exp of the scaled scores, float32 [B, H, N], causal and not, ragged"""
-    for i, (N, causal) in enumerate(((17, False), (129, False), (200, True), (100, True))):
-        _Case(impl, ctx, 2, 3, N, 64, causal, f"lse{i}").check_lse()
+    """lse: natural-log log-sum-exp of the scaled scores, float32 [B, H, N], N = 32 and 128"""
+    def run():
+        for i, (N, causal) in enumerate(((32, False), (128, False))):
+            _Case(impl, ctx, 1, 2, N, 64, causal, f"lse{i}", dominant=True).check_lse()
+    _feature(impl, ctx, run)
+
+
+@check(points=4)
+def strides_and_head_dims(impl, ctx):
+    """o with q, k, v each in its own memory layout (no copy: use all four strides), and d = 16, 32, 128"""
+    def run():
+        _outputs(impl, ctx, "strided", [(128, 64, False)], strided=True, dominant=True, B=2, H=2)
+        _outputs(impl, ctx, "dims", [(32, d, False) for d in (16, 32, 128)], dominant=True)
+    _feature(impl, ctx, run)
 
 
 @check(points=2, gpu_only=True)
 def bf16_inputs(impl, ctx):
     """o and lse with bfloat16 inputs (GPU only: bf16 tl.dot is broken in the interpreter)"""
     for i, (N, causal) in enumerate(((100, False), (1000, False), (1000, True))):
-        case = _Case(impl, ctx, 2, 3, N, 64, causal, f"bf16{i}", dtype=torch.bfloat16)
+        case = _Case(impl, ctx, 2, 2, N, 64, causal, f"bf16{i}", dtype=torch.bfloat16)
         case.check_o()
         case.check_lse()
 
@@ -331,5 +395,5 @@ def memory_linear(impl, ctx):
             )
 
 
-CHECKS = [aligned, ragged, causal_one_block, causal_many_blocks, head_dims, strided_inputs, large_scores,
-          custom_scale, lse_output, bf16_inputs, memory_linear]
+CHECKS = [online_softmax, ragged, causal_one_block, causal_many_blocks, scale_convention, lse_output,
+          strides_and_head_dims, bf16_inputs, memory_linear]

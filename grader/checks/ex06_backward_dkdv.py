@@ -3,7 +3,7 @@ for the cases, the bug simulator and the probe it shares with exercise 07)."""
 
 import torch
 
-from common.compare import call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
+from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
 from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
                                     is_close, nan_advice, probe_width, scale_advice, visibility_map)
 from grader.core import check
@@ -33,7 +33,7 @@ def _dkdv_suspects(case, which):
 # ----------------------------------------------------------------------------- comparing, with diagnoses
 def _diagnose_dkdv(impl, case, name, other_ok, m):
     if torch.isnan(m.out).any():
-        return nan_advice(case, name)
+        return nan_advice(case, name, padded="queries")
     factor = constant_factor(m)
     if factor is not None:
         return scale_advice(case, name, factor)
@@ -84,76 +84,131 @@ def probe_dkdv(impl, case):
 
 
 # ----------------------------------------------------------------------------- running a case
-def _dkdv_case(impl, ctx, N, d, causal, tag, **options):
-    case = BackwardCase(ctx, 2, 3, N, d, causal, tag, **options)
+def _dkdv_case(impl, ctx, N, d, causal, tag, grade=("dV", "dK"), failures=None, B=1, H=1, **options):
+    """Check the outputs named in `grade` for one (N, d, causal) case. With `failures` (a dict), record
+    each output's first failure there instead of raising. B = H = 1 unless stated: the plain cases and
+    the layouts use B = H = 2, which is where a (batch, head) offset shows."""
+    case = BackwardCase(ctx, B, H, N, d, causal, tag, **options)
     dk, dv = expect_tuple(f"attention_backward_dkdv for {case.what}",
                           call(impl.attention_backward_dkdv, *case.args, **case.kwargs), 2)
     expect_tensor(f"dk for {case.what}", dk, case.q.shape, case.dtype)
     expect_tensor(f"dv for {case.what}", dv, case.q.shape, case.dtype)
     dk_ok, dv_ok = is_close(case, dk, 1), is_close(case, dv, 2)
     blocks = (KEYS, case.q.shape[-1])
-    expect_grad(case, "dV", dv, 2, blocks, lambda: _dkdv_suspects(case, 2),
-                lambda m: _diagnose_dkdv(impl, case, "dV", dk_ok, m))
-    expect_grad(case, "dK", dk, 1, blocks, lambda: _dkdv_suspects(case, 1),
-                lambda m: _diagnose_dkdv(impl, case, "dK", dv_ok, m))
+    for name, out, which, other_ok in (("dV", dv, 2, dk_ok), ("dK", dk, 1, dv_ok)):
+        if name not in grade or (failures is not None and failures.get(name)):
+            continue
+        try:
+            expect_grad(case, name, out, which, blocks, lambda: _dkdv_suspects(case, which),
+                        lambda m: _diagnose_dkdv(impl, case, name, other_ok, m))
+        except CheckFailed as exc:
+            if failures is None:
+                raise
+            failures[name] = exc
 
 
-def _cases(impl, ctx, tag, cases, **options):
-    """Check dK and dV for each (N, d, causal) of `cases`, with B=2, H=3."""
+def _cases(impl, ctx, tag, cases, grade=("dV", "dK"), failures=None, **options):
     for i, (N, d, causal) in enumerate(cases):
-        _dkdv_case(impl, ctx, N, d, causal, f"{tag}{i}", **options)
+        _dkdv_case(impl, ctx, N, d, causal, f"{tag}{i}", grade, failures, **options)
+
+
+BH = {"B": 2, "H": 2}
+
+
+# ----------------------------------------------------------------------------- credit per concept
+# dv and dk grade one output each on plain non-causal inputs. The other checks grade one idea each
+# (causal structure, the ragged tail, layouts and head dims, the scale argument) on the outputs
+# whose own check passes: a slip in dS costs the dk check, not every check.
+def _core(impl, ctx):
+    """{"dV": failure or None, "dK": failure or None} on the plain cases (computed once per run)."""
+    cache = ctx.__dict__.setdefault("_dkdv_core", {})
+    if not cache:
+        failures = {"dV": None, "dK": None}
+        N = 512 if ctx.gpu else 128
+        _cases(impl, ctx, "core", [(N, 64, False)], failures=failures, **BH)
+        _cases(impl, ctx, "large", [(N, 64, False)], failures=failures, qk_magnitude=6.0, **BH)
+        cache.update(failures)
+    return cache
+
+
+def _feature(impl, ctx, tag, cases, **options):
+    core = _core(impl, ctx)
+    graded = tuple(name for name in ("dV", "dK") if core[name] is None)
+    if not graded:
+        raise CheckFailed("fix dv and dk first: both are wrong on the plain non-causal case, so this check "
+                          f"cannot be graded apart from them.\n{core['dV']}")
+    _cases(impl, ctx, tag, cases, grade=graded, **options)
+    if len(graded) < 2:
+        missing = ({"dV", "dK"} - set(graded)).pop()
+        return (f"graded on {graded[0]} only: {missing} is wrong on the plain case, which check "
+                f"{missing.lower()} grades; once it passes, this check grades {missing} too")
+    return None
 
 
 # ----------------------------------------------------------------------------- checks
-@check(points=3)
-def aligned(impl, ctx):
-    """dK, dV, non-causal, N a multiple of the blocks (several query and key blocks)"""
-    _cases(impl, ctx, "aligned", [(512 if ctx.gpu else 128, 64, False)])
+@check(points=5)
+def dv(impl, ctx):
+    """dV = P^T dO, non-causal, several query and key blocks, scores small and large"""
+    if _core(impl, ctx)["dV"] is not None:
+        raise _core(impl, ctx)["dV"]
+
+
+@check(points=5)
+def dk(impl, ctx):
+    """dK = sm_scale * dS^T Q with dS = P * (dP - delta), non-causal, several blocks, scores small and large"""
+    if _core(impl, ctx)["dK"] is not None:
+        raise _core(impl, ctx)["dK"]
+
+
+def _ragged(impl, ctx):
+    cache = ctx.__dict__.setdefault("_dkdv_ragged", {})
+    if "failure" not in cache:
+        try:
+            sizes = (1, 17, 100, 129) + ((1000,) if ctx.gpu else ())
+            note = _feature(impl, ctx, "ragged", [(N, 64, False) for N in sizes])
+            cache["note"] = _feature(impl, ctx, "negative", [(17, 64, False), (100, 64, False)], negative=True) or note
+            cache["failure"] = None
+        except CheckFailed as exc:
+            cache["failure"] = exc
+    return cache
 
 
 @check(points=4)
 def ragged(impl, ctx):
-    """dK, dV, non-causal, N = 1, 17, 100, 129 and a larger N (padded queries and keys)"""
-    sizes = (1, 17, 100, 129) + ((1000,) if ctx.gpu else (200,))
-    _cases(impl, ctx, "ragged", [(N, 64, False) for N in sizes])
+    """dK, dV, non-causal, N = 1, 17, 100, 129: the last partial query block; very negative scores"""
+    if _ragged(impl, ctx)["failure"] is not None:
+        raise _ragged(impl, ctx)["failure"]
+    return _ragged(impl, ctx)["note"]
 
 
 @check(points=2)
 def causal_one_block(impl, ctx):
-    """dK, dV, causal, N <= 64 (one key block: only the diagonal)"""
-    _cases(impl, ctx, "causal1_", [(N, 64, True) for N in (1, 17, 64)])
+    """dK, dV, causal, N = 1, 17, 64 (one key block: only the diagonal)"""
+    return _feature(impl, ctx, "causal1_", [(N, 64, True) for N in (1, 17, 64)])
 
 
-@check(points=5)
+@check(points=4)
 def causal_many_blocks(impl, ctx):
-    """dK, dV, causal, N = 256, 100, 129 and a larger N (skipped, diagonal and unmasked query blocks)"""
-    sizes = (256, 100, 129) + ((1000,) if ctx.gpu else (200,))
-    _cases(impl, ctx, "causal", [(N, 64, True) for N in sizes])
-
-
-@check(points=3)
-def head_dims(impl, ctx):
-    """dK, dV, head dims d = 16, 32, 128, causal and not"""
-    _cases(impl, ctx, "dims", [(100, d, causal) for d in (16, 32, 128) for causal in (False, True)])
-
-
-@check(points=2)
-def strided_inputs(impl, ctx):
-    """dK, dV, q/k/v/dO stored as [B, N, H, d] and viewed as [B, H, N, d] (use all strides)"""
-    _cases(impl, ctx, "strided", [(129, 64, False), (129, 64, True)], strided=True)
+    """dK, dV, causal, N = 128, 192, and 100, 129 once ragged passes: query blocks skipped, diagonal, below it"""
+    note = _feature(impl, ctx, "causal", [(N, 64, True) for N in (128, 192)])
+    if _ragged(impl, ctx)["failure"] is not None:  # the ragged tail is graded by its own check
+        return ("graded on N = 128 and 192 only: the ragged check fails, so the causal cases with a partial last "
+                "block (N = 100, 129) wait until it passes")
+    sizes = (100, 129) + ((1000,) if ctx.gpu else ())
+    return _feature(impl, ctx, "causal_ragged", [(N, 64, True) for N in sizes]) or note
 
 
 @check(points=2)
-def large_scores(impl, ctx):
-    """dK, dV with large scores: q, k scaled by 6, and rows whose scores are all very negative"""
-    _cases(impl, ctx, "large", [(129, 64, False), (129, 64, True)], qk_magnitude=6.0)
-    _cases(impl, ctx, "negative", [(17, 64, False), (100, 64, True)], negative=True)
+def strides_and_head_dims(impl, ctx):
+    """dK, dV with q, k, v, dO each in its own memory layout (use all strides), and d = 16, 32, 128"""
+    note = _feature(impl, ctx, "strided", [(128, 64, False)], strided=True, **BH)
+    return _feature(impl, ctx, "dims", [(64, d, False) for d in (16, 32, 128)]) or note
 
 
-@check(points=2)
+@check(points=1)
 def custom_scale(impl, ctx):
     """dK, dV with an explicit sm_scale = 0.3"""
-    _cases(impl, ctx, "scale", [(100, 32, False), (100, 32, True)], sm_scale=0.3)
+    return _feature(impl, ctx, "scale", [(64, 32, False)], sm_scale=0.3)
 
 
 @check(points=2, gpu_only=True)
@@ -162,5 +217,4 @@ def bf16_inputs(impl, ctx):
     _cases(impl, ctx, "bf16", [(100, 64, False), (1000, 64, False), (1000, 128, True)], dtype=torch.bfloat16)
 
 
-CHECKS = [aligned, ragged, causal_one_block, causal_many_blocks, head_dims, strided_inputs, large_scores,
-          custom_scale, bf16_inputs]
+CHECKS = [dv, dk, ragged, causal_one_block, causal_many_blocks, strides_and_head_dims, custom_scale, bf16_inputs]

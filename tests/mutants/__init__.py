@@ -1,7 +1,9 @@
 """Deliberately wrong kernels, written as small text edits of the instructor solutions.
 
 Each exercise's module lists MUTANTS. A mutant names the checks that must lose points on it and a
-phrase the diagnosis must contain, so the grader is tested on the bugs students really write.
+phrase the diagnosis must contain, so the grader is tested on the bugs students really write. A
+mutant marked `only` is one slip in one idea of the lesson: it must lose the points of its checks and
+no others (credit per concept).
 """
 
 import importlib
@@ -15,6 +17,7 @@ class Mutant:
     new: str  # what it becomes
     fails: tuple  # checks that must lose their points
     says: str  # a phrase expected in the failure messages of those checks (case-insensitive)
+    only: bool = False  # one slip: every other check that runs here must still earn its points
 
     def apply(self, source: str) -> str:
         count = source.count(self.old)
