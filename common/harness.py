@@ -1,9 +1,9 @@
 """How a student's function is called, on the student's side of the grader.
 
 `invoke` runs one call and reports what the grader must know besides the returned value:
-- whether a Triton kernel was launched, and which PyTorch operations computed something outside
-  the kernels (an answer computed by PyTorch earns nothing: only allocation, views, copies and
-  dtype conversions are host work);
+- whether a Triton kernel was launched, and which PyTorch functions computed something outside
+  the kernels (an answer computed by PyTorch earns nothing: only allocation, views, copies,
+  dtype conversions and reading metadata are host work);
 - with `guarded=True`: outputs allocated with torch.empty* are NaN-filled (so unwritten elements
   show) and sit between guard zones (so a store past either end is caught instead of corrupting
   memory), and the inputs must come back unchanged.
@@ -23,23 +23,40 @@ import torch
 GUARD_VALUE = 12345.0  # fills the guard zones around outputs; any other value there was stored by a kernel
 _ALLOCATORS = ("empty", "empty_like", "empty_strided")
 
-# aten operations that allocate, view, copy or convert: host work a wrapper may do. Anything else
-# (arithmetic, reductions, matmul, softmax, attention) computes, and must happen in a Triton kernel.
-HOST_OPS = frozenset("""
-    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros full full_like
-    new_full ones ones_like new_ones fill_ zero_ arange scalar_tensor lift_fresh lift_fresh_copy
-    view _unsafe_view reshape as_strided transpose t permute expand unsqueeze squeeze select slice
-    unbind split split_with_sizes chunk narrow movedim flatten unflatten alias detach view_as
-    clone contiguous copy_ _to_copy to _copy_from _copy_from_and_resize resolve_conj resolve_neg
-    _local_scalar_dense is_same_size set_ record_stream _has_compatible_shallow_copy_type
+# What host code may do with tensors (PyTorch functions and Tensor methods and properties, by
+# name): allocate, view, copy, convert and read metadata. Anything else (arithmetic, reductions,
+# matmul, softmax, attention) computes, and must happen in a Triton kernel.
+HOST_FUNCTIONS = frozenset("""
+    empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange tensor as_tensor
+    new_empty new_empty_strided new_zeros new_ones new_full new_tensor fill_ zero_
+    view view_as reshape reshape_as as_strided transpose t permute expand expand_as unsqueeze squeeze
+    flatten unflatten narrow select unbind split chunk movedim contiguous __getitem__ T mT
+    clone copy_ to float half bfloat16 double int long bool cpu cuda detach detach_ requires_grad_ type
+    type_as __setitem__
+    shape dtype device size stride dim ndim numel nelement element_size itemsize nbytes data_ptr
+    storage_offset is_contiguous is_floating_point is_cuda requires_grad grad data layout is_leaf grad_fn
+    item tolist __len__ __repr__ __format__ __str__ __hash__ __bool__ __index__ __int__ __float__
+    get_device untyped_storage record_stream output_nr _version
+    apply backward retain_grad register_hook
 """.split())
+
+
+def _function_name(func) -> tuple:
+    """('torch.softmax', 'softmax'): how to show a PyTorch function, and its name in HOST_FUNCTIONS."""
+    from torch.overrides import resolve_name
+
+    full = resolve_name(func) or getattr(func, "__name__", repr(func))
+    parts = full.split(".")
+    if parts[-1] in ("__get__", "__set__") and len(parts) > 1:  # a property: Tensor.shape.__get__
+        return ".".join(parts[:-1]), parts[-2]
+    return full, parts[-1]
 
 
 @dataclass
 class Outcome:
     value: object
     launches: int = 0
-    computed: list = field(default_factory=list)  # aten op names that computed outside kernels
+    computed: list = field(default_factory=list)  # PyTorch functions that computed outside kernels
     problems: list = field(default_factory=list)  # messages: stray stores, modified inputs
 
 
@@ -108,7 +125,7 @@ def _stray_store_problems(made) -> list:
 
 # ----------------------------------------------------------------------------- what ran
 class _Audit:
-    """Counts Triton kernel launches and records the aten operations that computed outside them."""
+    """Counts Triton kernel launches and records the PyTorch functions that computed outside them."""
 
     def __init__(self, kernels_only: bool):
         self.kernels_only = kernels_only
@@ -119,15 +136,16 @@ class _Audit:
 
 @contextmanager
 def _audited(audit: _Audit):
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.overrides import TorchFunctionMode
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
-    class HostOps(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = func.__name__.split(".")[0]
-            if not audit.in_kernel and name not in HOST_OPS and name not in audit.computed:
-                audit.computed.append(name)
+    class HostCode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if not audit.in_kernel:
+                shown, name = _function_name(func)
+                if name not in HOST_FUNCTIONS and shown not in audit.computed:
+                    audit.computed.append(shown)
             return func(*args, **(kwargs or {}))
 
     def counting(run):
@@ -148,7 +166,7 @@ def _audited(audit: _Audit):
         cls.run = counting(run)
     try:
         if audit.kernels_only:
-            with HostOps():
+            with HostCode():
                 yield
         else:
             yield

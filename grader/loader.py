@@ -72,7 +72,7 @@ class _Sibling:
 def verdict(name: str, reply, launch_needed: bool, kernels_only: bool) -> None:
     """Fail the check when the call computed its answer outside a Triton kernel or misbehaved."""
     if kernels_only and reply.computed:
-        ops = ", ".join(f"aten::{op}" for op in reply.computed[:5])
+        ops = ", ".join(reply.computed[:5])
         raise CheckFailed(
             f"your {name} called {ops} outside a Triton kernel: compute the result in your kernel. "
             "Host code may only allocate (torch.empty*), view, copy or convert tensors.")

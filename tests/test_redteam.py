@@ -79,9 +79,10 @@ def processes(uid=None, marker: bytes = None) -> list:
 
 # ----------------------------------------------------------------------------- only kernels compute
 @pytest.mark.parametrize("answer,op", [
-    ("torch.softmax(x.float(), -1).to(x.dtype)", "aten::_softmax"),
-    ("(x.float().exp() / x.float().exp().sum(-1, keepdim=True)).to(x.dtype)", "aten::exp"),
-    ("torch.nn.functional.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None])[0, 0]", "aten::"),
+    ("torch.softmax(x.float(), -1).to(x.dtype)", "torch.softmax"),
+    ("(x.float().exp() / x.float().exp().sum(-1, keepdim=True)).to(x.dtype)", "torch.Tensor.exp"),
+    ("torch.nn.functional.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None])[0, 0]",
+     "scaled_dot_product_attention"),
 ])
 def test_a_pytorch_answer_passed_through_a_kernel_earns_nothing(tmp_path, answer, op):
     course = submission(tmp_path, f"return honest_softmax(x) * 0 + {answer}")
