@@ -315,7 +315,7 @@ def online_softmax(impl, ctx):
     """o, non-causal, several key blocks: the running max, the alpha rescale of acc and l_i, o = acc / l_i"""
     N = 512 if ctx.gpu else 128
     _outputs(impl, ctx, "core", [(N, 64, False)], B=2, H=2)
-    _outputs(impl, ctx, "large", [(N, 64, False)], qk_magnitude=6.0, B=2, H=2)
+    _outputs(impl, ctx, "large", [(N, 64, False)], qk_magnitude=6.0)
 
 
 @check(points=4)

@@ -126,7 +126,7 @@ def _core(impl, ctx):
         failures = {"dV": None, "dK": None}
         N = 512 if ctx.gpu else 128
         _cases(impl, ctx, "core", [(N, 64, False)], failures=failures, **BH)
-        _cases(impl, ctx, "large", [(N, 64, False)], failures=failures, qk_magnitude=6.0, **BH)
+        _cases(impl, ctx, "large", [(N, 64, False)], failures=failures, qk_magnitude=6.0)
         cache.update(failures)
     return cache
 
