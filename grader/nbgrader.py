@@ -88,7 +88,11 @@ def release(course: Path, exercises) -> None:
         path = course / "source" / exercise.folder / f"{exercise.folder}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(source_notebook(exercise), path)
-    for folder in [ex.folder for ex in exercises]:
+    from grader.exercises import EXERCISES
+
+    # One nbgrader run for the whole course ("*": every assignment in source/), else one per exercise.
+    folders = ["*"] if set(exercises) == set(EXERCISES) else [ex.folder for ex in exercises]
+    for folder in folders:
         if run_nbgrader(course, "generate_assignment", folder, "--force") != 0:
             raise SystemExit(f"error: nbgrader generate_assignment {folder} failed (its log is above). The gradebook "
                              "and submissions are untouched; if nbgrader refuses to drop a test cell that students "
