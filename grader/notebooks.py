@@ -306,7 +306,8 @@ def main(argv=None) -> int:
             print(cell_text(cell))
         if stopped:
             print(f"!! {stopped}")
-        note = f" ({waiting:g} of them need a GPU: pending, not run here)" if waiting else ""
+        need = "needs" if waiting == 1 else "need"
+        note = f" ({waiting:g} of them {need} a GPU: pending, not run here)" if waiting else ""
         print(f"Total: {earned:g}/{possible:g}{note}\n")
         full_marks &= earned + waiting == possible and not stopped
     return 0 if full_marks else 1

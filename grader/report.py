@@ -30,7 +30,9 @@ def pending_note(results, short: bool = False) -> str:
     points = sum(r.points for r in pending(results))
     if not points:
         return ""
-    return f" ({_fmt(points)} need a GPU)" if short else f" ({_fmt(points)} of them need a GPU: pending, not run here)"
+    need = f"{_fmt(points)} {'needs' if points == 1 else 'need'} a GPU" if short else \
+        f"{_fmt(points)} of them {'needs' if points == 1 else 'need'} a GPU: pending, not run here"
+    return f" ({need})"
 
 
 def exercise_report(exercise, results) -> str:
