@@ -26,6 +26,14 @@ SUSPECT_BUILDERS = {
 }
 
 
+def test_inputs_with_a_dominant_first_key_are_built_on_the_inputs_device():
+    from grader.checks import layouts
+
+    for causal in (False, True):
+        q, k = layouts.dominant_first_key(_meta(1, 2, 50, 16), _meta(1, 2, 50, 16), 0.3, causal)
+        assert q.device.type == k.device.type == "meta"
+
+
 @pytest.mark.parametrize("name", SUSPECT_BUILDERS)
 def test_suspects_are_built_on_the_inputs_device(name):
     suspects = SUSPECT_BUILDERS[name]()

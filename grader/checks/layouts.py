@@ -49,7 +49,7 @@ def dominant_first_key(q: torch.Tensor, k: torch.Tensor, scale: float, causal: b
         return q, k
     others = s[..., 1:]
     if causal:  # row i sees keys 1..i besides key 0
-        hidden = torch.ones(n, n - 1, dtype=torch.bool).triu(0)  # key j + 1 > i
+        hidden = torch.ones(n, n - 1, dtype=torch.bool, device=s.device).triu(0)  # key j + 1 > i
         others = others.masked_fill(hidden, -torch.inf)
     best = others.amax(-1)
     need = torch.where(torch.isfinite(best), best - s[..., 0] + MARGIN, torch.zeros_like(best))
