@@ -43,8 +43,8 @@ def hostile_course(tmp_path, monkeypatch):
 
 
 def test_hang_crash_and_wrong_outputs_are_contained(hostile_course):
-    results = {r.name: r for r in grade_exercise(find("01"), hostile_course, seed=7, time_limit=10)}
-    assert "timed out after 10 s" in results["aligned_fp32"].message
+    results = {r.name: r for r in grade_exercise(find("01"), hostile_course, seed=7, time_limit=40)}
+    assert "timed out after 40 s" in results["aligned_fp32"].message
     assert "SIGSEGV" in results["ragged_shapes"].message
     assert "has shape (3, 3), expected (96, 80)" in results["fp16_inputs"].message
     assert "NaN" in results["transposed_views"].message and "never written" in results["transposed_views"].message
@@ -94,7 +94,7 @@ def test_cli_grades_other_exercises_after_a_crash_and_writes_gradescope_json(hos
     shutil.copytree(ROOT / "solutions" / "03_online_softmax", hostile_course / "03_online_softmax")
     out = tmp_path / "results.json"
     assert grade_main(["01", "03", "--target", str(hostile_course), "--seed", "5",
-                       "--time-limit", "10", "--json", str(out)]) == 0
+                       "--time-limit", "40", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Seed: 5" in printed and "Summary" in printed
     data = json.loads(out.read_text())
