@@ -93,11 +93,11 @@ class Server:
         files = {}
         device = request.get("device")
         markers = lambda kind, body, nested: self._marker(kind, body, nested, files)  # noqa: E731
-        args = self.wire.decode(request["args"], payloads, device, markers)
-        kwargs = self.wire.decode(request["kwargs"], payloads, device, markers)
+        args = self.wire.decode(request["args"], payloads, device, markers, margin=True)
+        kwargs = self.wire.decode(request["kwargs"], payloads, device, markers, margin=True)
         fn = self._function(request.get("folder"), request.get("module"), request["fn"])
         if request.get("backward"):
-            grad = self.wire.decode(request["grad"], payloads, device)
+            grad = self.wire.decode(request["grad"], payloads, device, margin=True)
             call = lambda *a, **kw: harness.forward_backward(fn, a, grad, kw)  # noqa: E731
         else:
             call = fn

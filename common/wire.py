@@ -74,9 +74,11 @@ def _encode_tensor(t: torch.Tensor, payloads: list) -> dict:
                        "device": t.device.type, "bytes": len(data)}}
 
 
-def decode(tree, payloads: list, device=None, markers=None):
+def decode(tree, payloads: list, device=None, markers=None, margin=False):
     """The value encoded by `encode`. Tensors come back as plain torch.Tensor on `device` (or the
-    device they were sent from); markers are resolved by `markers(kind, body, decode_nested)`."""
+    device they were sent from); markers are resolved by `markers(kind, body, decode_nested)`.
+    With `margin`, each floating-point tensor is followed in memory by a NaN margin, so a kernel
+    that reads past the end of its input reads NaN (every time), not whatever happened to be there."""
     if tree is None or isinstance(tree, (bool, int, float, str)):
         return tree
     if not isinstance(tree, dict) or len(tree) != 1:
@@ -87,14 +89,14 @@ def decode(tree, payloads: list, device=None, markers=None):
             raise ProtocolError(f"malformed float {body!r}")
         return float(body)
     if kind in ("list", "tuple"):
-        items = [decode(v, payloads, device, markers) for v in _expect(body, list)]
+        items = [decode(v, payloads, device, markers, margin) for v in _expect(body, list)]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        return {str(k): decode(v, payloads, device, markers) for k, v in _expect(body, dict).items()}
+        return {str(k): decode(v, payloads, device, markers, margin) for k, v in _expect(body, dict).items()}
     if kind == "tensor":
-        return _decode_tensor(_expect(body, dict), payloads, device)
+        return _decode_tensor(_expect(body, dict), payloads, device, margin)
     if markers is not None:
-        return markers(kind, body, lambda tree: decode(tree, payloads, device, markers))
+        return markers(kind, body, lambda tree: decode(tree, payloads, device, markers, margin))
     raise ProtocolError(f"unknown value kind {kind!r}")
 
 
@@ -104,7 +106,7 @@ def _expect(value, kind):
     return value
 
 
-def _decode_tensor(spec: dict, payloads: list, device) -> torch.Tensor:
+def _decode_tensor(spec: dict, payloads: list, device, margin: bool) -> torch.Tensor:
     dtype = DTYPES.get(spec.get("dtype"))
     shape, stride = spec.get("shape"), spec.get("stride")
     if dtype is None or not _ints(shape) or not _ints(stride) or len(shape) != len(stride) or len(shape) > 8:
@@ -119,9 +121,18 @@ def _decode_tensor(spec: dict, payloads: list, device) -> torch.Tensor:
         raise ProtocolError(f"tensor data of {len(data)} bytes for {span} elements of {dtype}")
     flat = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype) if span else torch.empty(0, dtype=dtype)
     device = device or ("cuda" if spec.get("device") == "cuda" else "cpu")
-    buffer = torch.empty(span, dtype=dtype, device=device)
-    buffer.copy_(flat)
+    if margin and dtype.is_floating_point:
+        buffer = torch.full((span + _margin(span),), math.nan, dtype=dtype, device=device)
+    else:
+        buffer = torch.empty(span, dtype=dtype, device=device)
+    buffer[:span].copy_(flat)
     return buffer.as_strided(shape, stride)
+
+
+def _margin(span: int) -> int:
+    """Elements of NaN after an input: as many as the input (a block of rows read past the last row
+    stays inside), at least 8192 and at most 2^24."""
+    return min(max(span, 8192), 1 << 24)
 
 
 def _ints(values) -> bool:

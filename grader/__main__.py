@@ -45,9 +45,6 @@ def validate(args, exercises, target: Path) -> list:
     and the notes to print for what can (exercise folders missing from TARGET score 0)."""
     from grader.exercises import EXERCISES
 
-    missing = env.missing_packages()
-    if missing:
-        raise SystemExit(env.missing_packages_message(missing, "grader"))
     if args.json:
         _check_writable(Path(args.json))
     present = [ex for ex in exercises if (target / ex.folder).is_dir()]
@@ -127,6 +124,9 @@ def write_atomically(path: Path, text: str) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    missing = env.missing_packages()  # before anything imports torch
+    if missing:
+        raise SystemExit(env.missing_packages_message(missing, "grader"))
     from grader.exercises import EXERCISES, find
 
     try:

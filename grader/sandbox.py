@@ -19,10 +19,13 @@ file permissions. `isolation()` says which applies; the report header prints it.
 """
 
 import functools
+import json
 import os
+import select
 import shutil
 import signal
 import site
+import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 
 from common import wire
+from grader import zygote
 from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,11 +42,11 @@ RUNTIME_FILES = ("__init__.py", "env.py", "shapes.py", "tuning.py", "loader.py",
 MAX_STUDENT_FILE = 4 << 20  # bytes: larger files are not copied into the sandbox
 OUTPUT_SHOWN = 2000  # characters of a student's printed output shown per check
 
-# Run as root inside new mount and PID namespaces: build a root file tree from read-only binds,
-# then run the server as the sandbox user, chrooted. sh stays as the namespace's init, so a signal
-# the student sends to its own process is delivered, and it reports the server's exit status.
+# The file tree of a sandbox, built by the init of its new mount and PID namespaces (grader/zygote.py),
+# as root, before it starts the server chrooted into $R as the sandbox user: read-only binds of the
+# system, of Python and its packages, and the sandbox folder at /sandbox.
 _SETUP = r"""
-R=$1; B=$2; U=$3; PY=$4; IN=$5; OUT=$6; shift 6
+R=$1; B=$2; shift 2
 fail() { echo "the grader could not build the sandbox: $*" >&2; exit 125; }
 mount -t tmpfs -o mode=755 course-sandbox "$R" || fail "tmpfs on $R"
 # /tmp first: a Python (a clone's .venv) that lives under /tmp is bound on top of it, not hidden by it.
@@ -59,9 +63,8 @@ mkdir -p "$R/dev" "$R/proc" "$R/sys" "$R/sandbox" || fail "folders"
 mount --rbind /dev "$R/dev" && mount -t tmpfs -o mode=1777 shm "$R/dev/shm" || fail "/dev"
 mount -t proc proc "$R/proc" && mount --rbind /sys "$R/sys" || fail "/proc, /sys"
 mount --bind "$B" "$R/sandbox" || fail "/sandbox"
-chroot --userspec="$U:$U" "$R" /bin/sh -c 'cd /sandbox/scratch && exec "$0" -I -S -B /sandbox/runtime/common/serve.py "$1" "$2"' "$PY" "$IN" "$OUT"
 """
-SETUP_FAILED = 125
+SETUP_FAILED = zygote.SETUP_FAILED
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,7 +100,11 @@ def _binds() -> list:
     wanted |= {Path(d).resolve() for d in _site_dirs()}
     system = [Path(d) for d in ("/usr", "/bin", "/lib", "/lib64", "/etc")]
     kept = sorted(p for p in wanted if not any(_inside(p, s) for s in system))
-    return [str(p) for p in kept if not any(q != p and _inside(p, q) for q in kept)]
+    kept = [p for p in kept if not any(q != p and _inside(p, q) for q in kept)]
+    # A virtual environment reached through a symlink must also be found by that path: Python looks
+    # for pyvenv.cfg beside the unresolved executable.
+    aliases = {Path(p).absolute() for p in (sys.prefix, sys.exec_prefix)}
+    return [str(p) for p in kept] + sorted(str(p) for p in aliases if p != p.resolve())
 
 
 def _become_subreaper() -> None:
@@ -111,8 +118,9 @@ def _become_subreaper() -> None:
 
 
 def _kill_orphans() -> None:
-    """Kill and reap every child of this process: while grading, the only ones are what a student's
-    process left behind."""
+    """Kill and reap every child of this process except the zygotes: while grading, the only others
+    are what a student's process left behind."""
+    zygotes = {z.proc.pid for z in _ZYGOTES.values()}
     for _ in range(10):
         children = []
         for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -120,7 +128,7 @@ def _kill_orphans() -> None:
                 fields = stat.read_text().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            if int(fields[1]) == os.getpid():
+            if int(fields[1]) == os.getpid() and int(stat.parent.name) not in zygotes:
                 children.append(int(stat.parent.name))
         if not children:
             return
@@ -130,6 +138,67 @@ def _kill_orphans() -> None:
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
+
+
+class Zygote:
+    """The grader's handle on grader/zygote.py: a process with torch and triton imported that forks
+    the student processes (one per environment, started on first use, ended with the grader)."""
+
+    def __init__(self, environment: dict):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", zygote.__file__, str(theirs.fileno())],
+                                     env=environment, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+        theirs.close()
+        self.sock, self.exited = ours, {}
+        self._receive("ready", time.monotonic() + 600)
+
+    def fork(self, request: dict, fds) -> "Forked":
+        socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+        return Forked(self, self._receive("pid", time.monotonic() + 60)["pid"])
+
+    def wait(self, pid: int, timeout=None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pid not in self.exited:
+            self._receive("exited", deadline)
+        return self.exited.pop(pid)
+
+    def _receive(self, kind: str, deadline):
+        """The next message of `kind`; exit reports met on the way are kept."""
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.sock], [], [], left)[0]:
+                raise subprocess.TimeoutExpired(kind, left)
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise RuntimeError(f"the grader's zygote process ended (status {self.proc.wait()}); "
+                                   "its error, if any, is above")
+            message = json.loads(data)
+            if "exited" in message:
+                self.exited[message["exited"]] = message["status"]
+            if kind in message:
+                return message
+
+
+class Forked:
+    """A student process forked by a Zygote: what the grader needs of subprocess.Popen."""
+
+    def __init__(self, parent: Zygote, pid: int):
+        self.parent, self.pid, self.returncode = parent, pid, None
+
+    def wait(self, timeout=None) -> int:
+        if self.returncode is None:
+            self.returncode = self.parent.wait(self.pid, timeout)
+        return self.returncode
+
+
+_ZYGOTES = {}
+
+
+def _zygote(environment: dict) -> Zygote:
+    key = tuple(sorted(environment.items()))
+    if key not in _ZYGOTES or _ZYGOTES[key].proc.poll() is not None:
+        _ZYGOTES[key] = Zygote(environment)
+    return _ZYGOTES[key]
 
 
 def _free_uid() -> int:
@@ -207,37 +276,41 @@ class StudentProcess:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         self.log = open(self.sandbox.scratch / f"output-{self.exercise.number}.log", "a+b")  # noqa: SIM115
-        if self.sandbox.isolated:
-            os.chown(self.log.name, self.sandbox.uid, self.sandbox.uid)
-            cmd = ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private", "--",
-                   "/bin/sh", "-c", _SETUP, "sh", str(self.sandbox.base / "root"), str(self.sandbox.base),
-                   str(self.sandbox.uid), sys.executable, str(req_r), str(rep_w), *_binds()]
-        else:
-            cmd = [sys.executable, "-I", "-S", "-B", str(self.sandbox.base / "runtime" / "common" / "serve.py"),
-                   str(req_r), str(rep_w)]
-        self.proc = subprocess.Popen(cmd, cwd=self.sandbox.scratch, env=self._environment(), stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log, pass_fds=(req_r, rep_w),
-                                     start_new_session=True)
-        os.close(req_r)
-        os.close(rep_w)
+        box = self.sandbox
+        request = {"serve": box.student_path(box.base / "runtime" / "common" / "serve.py"),
+                   "cwd": box.student_path(box.scratch), "env": self._environment(), "sandbox": None}
+        if box.isolated:
+            os.chown(self.log.name, box.uid, box.uid)
+            request["sandbox"] = {"script": _SETUP, "root": str(box.base / "root"), "base": str(box.base),
+                                  "uid": box.uid, "binds": _binds()}
+        try:
+            self.proc = _zygote(self._base_environment()).fork(request, (req_r, rep_w, self.log.fileno()))
+        finally:
+            os.close(req_r)
+            os.close(rep_w)
         self.requests, self.replies = req_w, rep_r
-        self._exchange({"op": "load", "course": self.sandbox.student_path(self.sandbox.base / "course"),
+        self._exchange({"op": "load", "course": box.student_path(box.base / "course"),
                         "folder": self.exercise.folder, "module": self.exercise.module,
                         "kernels_only": self.exercise.kernels_only}, [], loading=True)
 
-    def _environment(self) -> dict:
-        home = self.sandbox.student_path(self.sandbox.scratch)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": home, "TMPDIR": "/tmp" if self.sandbox.isolated else home,
-               "USER": "student", "LOGNAME": "student",  # the sandbox user has no passwd entry: getpass asks these
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TRITON_CACHE_DIR": f"{home}/.triton",
-               "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
+    def _base_environment(self) -> dict:
+        """The environment of every student process on this device (the zygote's too)."""
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/nonexistent", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        if self.sandbox.isolated:
-            env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
         for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        return env
+
+    def _environment(self) -> dict:
+        home = self.sandbox.student_path(self.sandbox.scratch)
+        env = self._base_environment() | {
+            "HOME": home, "TMPDIR": "/tmp" if self.sandbox.isolated else home, "TRITON_CACHE_DIR": f"{home}/.triton",
+            "USER": "student", "LOGNAME": "student"}  # the sandbox user has no passwd entry: getpass asks these
+        if self.sandbox.isolated:
+            env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
         return env
 
     def stop(self) -> None:
@@ -248,7 +321,7 @@ class StudentProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        self.proc.wait()
+        self.proc.wait(timeout=60)
         _kill_orphans()
         for fd in (self.requests, self.replies):
             os.close(fd)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import grader.runner
+from grader import sandbox
 from common import env
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
@@ -139,11 +140,20 @@ def test_a_tensor_subclass_cannot_fake_equality(tmp_path, monkeypatch):
     assert result.earned == 0 and result.status == "failed"  # only numbers reached the grader
 
 
-@pytest.mark.parametrize("module", ["common.reference", "common.inputs", "grader.core", "grader.checks"])
-def test_importing_the_grader_or_references_is_refused(tmp_path, monkeypatch, module):
+GRADER_MODULES = ["common.reference", "common.inputs", "grader.core", "grader.checks"]
+
+
+@pytest.mark.parametrize("module", GRADER_MODULES)
+def test_importing_the_grader_or_references_is_refused(tmp_path, module):
     course = submission(tmp_path, "return honest_softmax(x)", at_import=f"import {module}\n")
     results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
     assert all(r.earned == 0 and f"`import {module}` is not allowed" in r.message for r in results)
+
+
+@needs_sandbox
+@pytest.mark.parametrize("module", GRADER_MODULES)
+def test_the_grader_and_references_are_absent_from_the_sandbox(tmp_path, monkeypatch, module):
+    course = submission(tmp_path, "return honest_softmax(x)", at_import=f"import {module}\n")
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
     results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
     assert all(r.earned == 0 and "ModuleNotFoundError" in r.message for r in results), [r.message for r in results]
@@ -300,22 +310,27 @@ def test_no_process_survives_grading(tmp_path, monkeypatch, level):
 
 
 def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
-    """The seed never reaches the student's side: not in its arguments, not in its environment."""
+    """The seed never reaches the student's side: not in the zygote's arguments or environment, not
+    in what each forked student process is told."""
     seen = []
-    real_popen = subprocess.Popen
+    real_popen, real_fork = subprocess.Popen, sandbox.Zygote.fork
 
     def recording_popen(cmd, *args, **kwargs):
-        seen.append((list(cmd), dict(kwargs.get("env") or {})))
+        seen.append(json.dumps([list(cmd), kwargs.get("env")]))
         return real_popen(cmd, *args, **kwargs)
+
+    def recording_fork(self, request, fds):
+        seen.append(json.dumps(request))
+        return real_fork(self, request, fds)
 
     monkeypatch.setenv("COURSE_GRADING_SEED", "8675309")
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(sandbox.Zygote, "fork", recording_fork)
+    monkeypatch.setattr(sandbox, "_ZYGOTES", {})  # a zygote of its own, started here
     course = submission(tmp_path, "return honest_softmax(x)")
-    grade_exercise(find("02"), course, seed=8675309, time_limit=LIMIT, only=(NEXT,))
-    assert seen
-    for cmd, environment in seen:
-        assert not any("8675309" in part for part in cmd) and not any("8675309" in v for v in environment.values())
-        assert "COURSE_GRADING_SEED" not in environment
+    (result,) = grade_exercise(find("02"), course, seed=8675309, time_limit=LIMIT, only=(NEXT,))
+    assert result.status == "passed" and len(seen) == 2  # the zygote started, one process forked
+    assert all("8675309" not in told and "COURSE_GRADING_SEED" not in told for told in seen)
 
 
 def test_ci_runs_the_sandbox():
