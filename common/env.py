@@ -70,6 +70,11 @@ def setup() -> Mode:
         return Mode(gpu=False, device="cpu", description="CPU: Triton interpreter (TRITON_INTERPRET=1)")
     import torch
 
+    # Create the GPU's context now, before anything runs a backward pass: autograd starts its GPU
+    # thread at the first backward (even one on CPU tensors), and that thread makes the context
+    # current only if it already exists; otherwise every cuBLAS call there warns "no current CUDA
+    # context" and sets it up late.
+    torch.empty(0, device="cuda")
     return Mode(gpu=True, device="cuda", description=f"GPU: {torch.cuda.get_device_name()}")
 
 

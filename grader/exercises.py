@@ -13,6 +13,7 @@ class Exercise:
     functions: tuple  # what the checks take from that module
     kernels_only: bool = True  # answers must be computed by Triton kernels (PyTorch ops outside them fail)
     extra_imports: tuple = ()  # modules graded code may import beyond grader.static.BASE_IMPORTS
+    timed: bool = False  # its checks time kernels: they are autotuned fully (else one config each, see common.tuning)
 
     @property
     def checks(self) -> list:
@@ -35,7 +36,7 @@ EXERCISES = (
              ("attention_backward_dq", "flash_attention")),
     Exercise("08", "08_benchmarks", "benchmarks", "benchmarks",
              ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot"),
-             kernels_only=False, extra_imports=("time", "statistics", "matplotlib.figure")),
+             kernels_only=False, extra_imports=("time", "statistics", "matplotlib.figure"), timed=True),
 )
 
 

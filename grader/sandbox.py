@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from common import wire
+from common.tuning import ONE_CONFIG
 from grader import zygote
 from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
@@ -311,6 +312,8 @@ class StudentProcess:
             "USER": "student", "LOGNAME": "student"}  # the sandbox user has no passwd entry: getpass asks these
         if self.sandbox.isolated:
             env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
+        if self.device == "cuda" and not self.exercise.timed:
+            env[ONE_CONFIG] = "1"  # correctness only: one autotuning config per kernel, compiled once
         return env
 
     def stop(self) -> None:

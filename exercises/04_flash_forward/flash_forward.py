@@ -21,7 +21,7 @@ import triton.language as tl
 
 from common import env
 from common.shapes import check_attention_tensors
-from common.tuning import shared_memory_pruner
+from common.tuning import autotune, shared_memory_pruner
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -116,11 +116,7 @@ _GPU_CONFIGS = [
     ]
 ]
 
-_attn_fwd_tuned = triton.autotune(
-    configs=_GPU_CONFIGS,
-    key=["N", "HEAD_DIM", "CAUSAL"],
-    prune_configs_by={"early_config_prune": _prune_configs},
-)(_attn_fwd)
+_attn_fwd_tuned = autotune(_GPU_CONFIGS, key=["N", "HEAD_DIM", "CAUSAL"], prune=_prune_configs)(_attn_fwd)
 
 
 # ----------------------------------------------------------------------------- host wrapper

@@ -28,7 +28,7 @@ import triton.language as tl
 
 from common.env import interpreting
 from common.shapes import check_attention_tensors, check_row_statistics
-from common.tuning import shared_memory_pruner
+from common.tuning import autotune, shared_memory_pruner
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 
@@ -117,11 +117,7 @@ _GPU_CONFIGS = [
     ]
 ]
 
-_attn_bwd_dkdv_tuned = triton.autotune(
-    configs=_GPU_CONFIGS,
-    key=["N", "HEAD_DIM", "CAUSAL"],
-    prune_configs_by={"early_config_prune": _prune_configs},
-)(_attn_bwd_dkdv)
+_attn_bwd_dkdv_tuned = autotune(_GPU_CONFIGS, key=["N", "HEAD_DIM", "CAUSAL"], prune=_prune_configs)(_attn_bwd_dkdv)
 
 
 # ----------------------------------------------------------------------------- host wrapper
