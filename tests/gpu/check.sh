@@ -4,11 +4,13 @@
 # students get, zero); grade every mutant of tests/mutants (each must lose points with its
 # diagnosis, which runs the grader's failure paths on the GPU); run exercise 08's benchmark over
 # N = 512..16384 (naive PyTorch, SDPA, the course kernels), writing its figures to OUTDIR/bench/;
-# run the red-team suite (tests/test_redteam.py: every attack must earn 0, in the sandbox).
+# run the red-team suite (tests/test_redteam.py: every attack must earn 0, in the sandbox); first,
+# alone on the machine, time `python -m grader NN --target solutions` for each exercise (latency:
+# every grading run starts from an empty Triton cache, the sandbox's own).
 # Usage: bash tests/gpu/check.sh OUTDIR   (from the repository root; build/course must hold the
 # output of `make release`). Optional: EXERCISES="03 04" and STEPS="grade notebooks mutants redteam bench"
-# pick a subset; GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step (seconds). Steps run in
-# parallel processes. Writes OUTDIR/{grade,notebooks,mutants,bench}.txt and
+# pick a subset (add "latency" to time each exercise); GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step
+# (seconds). Steps after latency run in parallel processes. Writes OUTDIR/{latency,grade,notebooks,mutants,bench}.txt and
 # OUTDIR/results-solutions.json, OUTDIR/redteam.txt, and prints a short summary last.
 set -u
 out=${1:?usage: bash tests/gpu/check.sh OUTDIR}
@@ -18,6 +20,14 @@ tmp=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -m grader.doctor
   python3 -c "from grader.sandbox import describe_isolation; print('Isolation:', describe_isolation())"; } > "$out/grade.txt" 2>&1
+if [[ $steps == *" latency "* ]]; then
+  for ex in $exercises; do
+    start=$(date +%s%N)
+    timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 > "$tmp/lat-$ex.txt" 2>&1
+    printf "%s  %6d ms  %s\n" "$ex" $(( ($(date +%s%N) - start) / 1000000 )) "$(grep -m1 'Total:' "$tmp/lat-$ex.txt")"
+  done > "$out/latency.txt"
+  grep -h "cuBLAS\|Traceback" "$tmp"/lat-*.txt >> "$out/latency.txt"
+fi
 for ex in $exercises; do
   if [[ $steps == *" grade "* ]]; then
     timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 --json "$tmp/sol-$ex.json" > "$tmp/sol-$ex.txt" 2>&1 &
@@ -44,6 +54,7 @@ python3 -c "import json,sys; print(json.dumps([json.load(open(f)) for f in sys.a
 if [[ $steps == *" bench "* ]]; then
   timeout "${BENCH_LIMIT:-600}" python3 -m grader.bench --target solutions --out "$out/bench" > "$out/bench.txt" 2>&1
 fi
+[[ $steps == *" latency "* ]] && { echo "== grading time per exercise, solutions, sequential"; cat "$out/latency.txt"; }
 echo "== grades (solutions, then skeletons)"; grep -E "^Exercise|Total|FAIL|grader failed" "$out/grade.txt"
 echo "== notebooks"; grep -E "^==|^Total|^!!" "$out/notebooks.txt"
 [[ $steps == *" mutants "* ]] && { echo "== mutants"; tail -n 25 "$out/mutants.txt"; }
