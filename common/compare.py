@@ -47,7 +47,7 @@ class Mismatch:
 
     def tiles(self) -> torch.Tensor:
         """Per-tile flag over the trailing dims: True where any element of the tile is wrong."""
-        wrong = self.wrong.reshape(-1, *self.wrong.shape[-len(self.blocks):]).any(0)
+        wrong = self.wrong.reshape(-1, *self.wrong.shape[-len(self.blocks) :]).any(0)
         for dim, size in enumerate(self.blocks):
             wrong = _pad_to(wrong, dim, size)
             wrong = wrong.unflatten(dim, (-1, size)).any(dim + 1)
@@ -109,13 +109,14 @@ def expect_close(what, out, ref, lowp, dtype, blocks=(64, 64), suspects=None, di
         if advice:
             lines.append(f"Likely cause: {advice}")
         else:
-            lines.append("No known bug matches this pattern: compare the wrong tiles above with the map of the "
-                         "kernel in the lesson, and test that region alone at a small size.")
+            lines.append(
+                "No known bug matches this pattern: compare the wrong tiles above with the map of the "
+                "kernel in the lesson, and test that region alone at a small size."
+            )
     raise CheckFailed("\n".join(lines))
 
 
-_OFFSETS = ("Use off_b = pid // H and off_h = pid % H, and base = off_b * stride_b + off_h * stride_h for every "
-            "tensor")
+_OFFSETS = "Use off_b = pid // H and off_h = pid % H, and base = off_b * stride_b + off_h * stride_h for every tensor"
 
 
 def slices_advice(wrong: torch.Tensor, out: torch.Tensor = None):
@@ -129,15 +130,19 @@ def slices_advice(wrong: torch.Tensor, out: torch.Tensor = None):
         unwritten = nan.all(-1)  # [B, H]
         if unwritten.any() and not unwritten.all():
             never = [tuple(i) for i in unwritten.nonzero().tolist()]
-            return (f"the (batch, head) slices {', '.join(map(str, never[:6]))}{', ...' if never[6:] else ''} were "
-                    "never written (all NaN) while the others were: the programs of those slices read and write "
-                    f"another (batch, head). {_OFFSETS}")
+            return (
+                f"the (batch, head) slices {', '.join(map(str, never[:6]))}{', ...' if never[6:] else ''} were "
+                "never written (all NaN) while the others were: the programs of those slices read and write "
+                f"another (batch, head). {_OFFSETS}"
+            )
     per = wrong.flatten(2).any(-1)  # [B, H]
     if per.all() or not per.any():
         return None
     bad = [tuple(i) for i in per.nonzero().tolist()]
-    return (f"only some (batch, head) slices are wrong ({', '.join(map(str, bad[:6]))}{', ...' if bad[6:] else ''}; "
-            f"the others are right): each program reads or writes the wrong (batch, head). {_OFFSETS}")
+    return (
+        f"only some (batch, head) slices are wrong ({', '.join(map(str, bad[:6]))}{', ...' if bad[6:] else ''}; "
+        f"the others are right): each program reads or writes the wrong (batch, head). {_OFFSETS}"
+    )
 
 
 def _matches(got, wrong_output, ref, tolerance) -> bool:

@@ -36,13 +36,18 @@ def missing_packages_message(missing, module: str) -> str:
     from pathlib import Path
 
     venv = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python"
-    where = ("the course's environment is there: run .venv/bin/python -m " + module + " ... instead "
-             "(or `source .venv/bin/activate` first)" if venv.is_file() else
-             "`make grade EX=01` (or `make test`) builds the course's environment, .venv, on first use; "
-             "then run .venv/bin/python -m " + module + " ...")
-    return (f"error: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed for this Python "
-            f"({sys.executable}): {where}. The make targets (make grade, make doctor, ...) pick the right "
-            "Python themselves.")
+    where = (
+        "the course's environment is there: run .venv/bin/python -m " + module + " ... instead "
+        "(or `source .venv/bin/activate` first)"
+        if venv.is_file()
+        else "`make grade EX=01` (or `make test`) builds the course's environment, .venv, on first use; "
+        "then run .venv/bin/python -m " + module + " ..."
+    )
+    return (
+        f"error: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed for this Python "
+        f"({sys.executable}): {where}. The make targets (make grade, make doctor, ...) pick the right "
+        "Python themselves."
+    )
 
 
 def interpreting() -> bool:

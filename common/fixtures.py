@@ -16,6 +16,7 @@ import json
 
 import torch
 
+
 def student_exercise(folder: str):
     """The student's module of exercise `folder` ("04_flash_forward"), from the course being graded."""
     from common.loader import load_exercise
@@ -41,8 +42,7 @@ class FakeGPU:
     what is allocated (earlier work in the same process), so a peak read without a reset is wrong.
     """
 
-    def __init__(self, launch_ms=0.005, flush_ms=3.0, inputs_mib=300, earlier_peak_mib=2000,
-                 name="simulated GPU"):
+    def __init__(self, launch_ms=0.005, flush_ms=3.0, inputs_mib=300, earlier_peak_mib=2000, name="simulated GPU"):
         self.name, self.torch_device = name, "cpu"
         self.launch_ms, self.flush_ms = launch_ms, flush_ms
         self.now_ms = 0.0  # host time
@@ -89,8 +89,9 @@ class FakeKernel:
     With `oom=True` every call runs out of memory.
     """
 
-    def __init__(self, gpu, costs_ms=(1.0,), slow_calls=0, slow_ms=40.0, slow_mib=1024, extra_mib=48,
-                 warm_factor=0.6, oom=False):
+    def __init__(
+        self, gpu, costs_ms=(1.0,), slow_calls=0, slow_ms=40.0, slow_mib=1024, extra_mib=48, warm_factor=0.6, oom=False
+    ):
         self.gpu, self.costs_ms, self.slow_calls, self.slow_ms = gpu, list(costs_ms), slow_calls, slow_ms
         self.slow_mib, self.extra_mib, self.warm_factor, self.oom = slow_mib, extra_mib, warm_factor, oom
         self.calls = 0
@@ -110,7 +111,7 @@ class FakeKernel:
         self.gpu.flushed = False
 
 
-_WORLDS = {}
+_WORLDS: dict[str, FakeGPU] = {}
 
 
 def _gpu(world: str, **settings) -> FakeGPU:
@@ -150,9 +151,16 @@ class FakeMethod:
         B, H, N, d = q.shape
         flops = course_flops(B, H, N, d, bool(causal), self.mode)
         extra = self.mib_per_key * ((N / 64) ** 2 if self.quadratic else N)
-        kernel = FakeKernel(self.gpu, costs_ms=(flops / (self.tflops * 1e9),), slow_calls=1, slow_ms=50.0,
-                            slow_mib=512, extra_mib=extra, warm_factor=1.0,
-                            oom=self.oom_from is not None and N >= self.oom_from)
+        kernel = FakeKernel(
+            self.gpu,
+            costs_ms=(flops / (self.tflops * 1e9),),
+            slow_calls=1,
+            slow_ms=50.0,
+            slow_mib=512,
+            extra_mib=extra,
+            warm_factor=1.0,
+            oom=self.oom_from is not None and N >= self.oom_from,
+        )
         return kernel, self.label
 
     def _check_inputs(self, q, k, v):
@@ -163,8 +171,10 @@ class FakeMethod:
             if want.get("dtype") and t.dtype != want["dtype"]:
                 raise TypeError(f"sweep passed {name} of dtype {t.dtype}, but the sweep asked for {want['dtype']}")
             if want.get("shape") and (t.dim() != 4 or list(t.shape[:2]) + [t.shape[3]] != want["shape"]):
-                raise ValueError(f"sweep passed {name} of shape {tuple(t.shape)}: expected [B, H, N, d] with "
-                                 f"B, H, d = {want['shape']}")
+                raise ValueError(
+                    f"sweep passed {name} of shape {tuple(t.shape)}: expected [B, H, N, d] with "
+                    f"B, H, d = {want['shape']}"
+                )
             if t.device.type != self.gpu.torch_device:
                 raise ValueError(f"sweep passed {name} on {t.device}: make the inputs on device.torch_device")
 
@@ -173,8 +183,10 @@ def fake_methods(world: str, B: int, H: int, d: int, dtype: str, methods: dict) 
     """{name: (mode, make)} for sweep(), every method simulated on the device of `world`.
     `methods`: {name: {"mode", "tflops", "label", "mib_per_key", "quadratic", "oom_from"}}."""
     gpu = _gpu(world, launch_ms=0.0, flush_ms=0.0)
-    expect = {"dtype": {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype],
-              "shape": [B, H, d]}
+    expect = {
+        "dtype": {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[dtype],
+        "shape": [B, H, d],
+    }
     return {name: (spec["mode"], FakeMethod(gpu, expect=expect, **spec)) for name, spec in methods.items()}
 
 
@@ -250,4 +262,3 @@ def own_fwd_bwd(B, H, N, d, causal=False, dtype="float16", reference=None):
     """The student's exercise 07 flash_attention forward and backward at this shape, as fn()."""
     attention = student_exercise("07_backward_dq").flash_attention
     return _measured_first(fwd_bwd_runner(attention, B, H, N, d, causal, dtype), reference)
-

@@ -26,7 +26,8 @@ _ALLOCATORS = ("empty", "empty_like", "empty_strided")
 # What host code may do with tensors (PyTorch functions and Tensor methods and properties, by
 # name): allocate, view, copy, convert and read metadata. Anything else (arithmetic, reductions,
 # matmul, softmax, attention) computes, and must happen in a Triton kernel.
-HOST_FUNCTIONS = frozenset("""
+HOST_FUNCTIONS = frozenset(
+    """
     empty empty_like empty_strided zeros zeros_like ones ones_like full full_like arange tensor as_tensor
     new_empty new_empty_strided new_zeros new_ones new_full new_tensor fill_ zero_
     view view_as reshape reshape_as as_strided transpose t permute expand expand_as unsqueeze squeeze
@@ -38,7 +39,8 @@ HOST_FUNCTIONS = frozenset("""
     item tolist __len__ __repr__ __format__ __str__ __hash__ __bool__ __index__ __int__ __float__
     get_device untyped_storage record_stream output_nr _version
     apply backward retain_grad register_hook
-""".split())
+""".split()
+)
 
 
 def _function_name(func) -> tuple:
@@ -73,7 +75,7 @@ class GuardedOutput:
     def stray_stores(self) -> tuple:
         """(elements changed before the tensor, elements changed after it)."""
         changed = self.buffer != torch.tensor(GUARD_VALUE, dtype=self.buffer.dtype, device=self.buffer.device)
-        return int(changed[: self.guard].sum()), int(changed[len(self.buffer) - self.guard:].sum())
+        return int(changed[: self.guard].sum()), int(changed[len(self.buffer) - self.guard :].sum())
 
 
 def _guarded_like(t: torch.Tensor, made: list) -> torch.Tensor:
@@ -114,12 +116,14 @@ def _stray_store_problems(made) -> list:
     for output in made:
         before, after = output.stray_stores()
         if before or after:
-            where = " and ".join(f"{n} elements {side}" for n, side in ((before, "before its start"),
-                                                                     (after, "past its end")) if n)
+            where = " and ".join(
+                f"{n} elements {side}" for n, side in ((before, "before its start"), (after, "past its end")) if n
+            )
             problems.append(
                 f"your kernel stored outside its output tensor of shape {tuple(output.tensor.shape)}: {where}. "
                 "A store needs a mask for the last, partial block (rows or columns >= the size), and offsets "
-                "built from the right strides; on a GPU such a store corrupts other memory or crashes.")
+                "built from the right strides; on a GPU such a store corrupts other memory or crashes."
+            )
     return problems
 
 
@@ -130,7 +134,7 @@ class _Audit:
     def __init__(self, kernels_only: bool):
         self.kernels_only = kernels_only
         self.launches = 0
-        self.computed = []
+        self.computed: list[str] = []
         self.in_kernel = False
 
 
@@ -197,7 +201,9 @@ def invoke(fn, args=(), kwargs=None, guarded=False, kernels_only=True) -> Outcom
         outcome.problems += [
             f"your function changed its input ({name}) in place; inputs must come back unmodified "
             "(did a kernel store into an input pointer?)"
-            for name, before in snapshots.items() if not torch.equal(before.nan_to_num(), current[name].nan_to_num())]
+            for name, before in snapshots.items()
+            if not torch.equal(before.nan_to_num(), current[name].nan_to_num())
+        ]
     return outcome
 
 
@@ -220,12 +226,16 @@ def forward_backward(fn, inputs, grad, kwargs):
 def describe_exception(exc: BaseException, runtime_dirs) -> dict:
     """What the grader reports about an exception raised by student code: its type and text (with
     causes) and the innermost line of student code, as plain strings."""
-    parts, seen = [], exc
+    parts: list[str] = []
+    seen: BaseException | None = exc
     while seen is not None and len(parts) < 8:
         parts.append(f"{type(seen).__name__}: {seen}")
         seen = seen.__cause__ or seen.__context__
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not any(str(d) in f.filename for d in runtime_dirs) and "-packages" not in f.filename]
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not any(str(d) in f.filename for d in runtime_dirs) and "-packages" not in f.filename
+    ]
     where = None
     if frames:
         f = frames[-1]

@@ -23,6 +23,7 @@ def load_module(path: Path):
     if not path.is_file():
         raise ImportFailed(f"{path.parent.name}/{path.name} does not exist")
     spec = importlib.util.spec_from_file_location(_module_name(path), path)
+    assert spec is not None and spec.loader is not None  # a .py file always has a spec with a loader
     module = importlib.util.module_from_spec(spec)
     return _execute(module, lambda: spec.loader.exec_module(module), path)
 
@@ -40,6 +41,7 @@ def load_notebook(path: Path, module: str):
 
 def notebook_code(notebook: dict) -> list:
     """The student's code cells of a notebook (JSON), without the set-up and test cells."""
+
     def student_cell(cell):
         meta = cell.get("metadata", {}).get("nbgrader")
         return cell.get("cell_type") == "code" and (meta is None or meta.get("solution", False))
@@ -85,7 +87,7 @@ def load_exercise(folder: str):
     return module
 
 
-_loaded = {}
+_loaded: dict[str, types.ModuleType] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -63,16 +63,25 @@ def _randn(*shape, dtype=torch.float16, device="cpu", seed=0):
 
 
 def _matmul(m, device):
-    a, b = _randn(100, 70, dtype=torch.float32, device=device), _randn(70, 90, dtype=torch.float32, device=device, seed=1)
-    _report("matmul 100x70 @ 70x90 (fp32)", m.matmul(a, b), reference.matmul(a, b), reference.matmul_lowp(a, b),
-            torch.float32)
+    a, b = (
+        _randn(100, 70, dtype=torch.float32, device=device),
+        _randn(70, 90, dtype=torch.float32, device=device, seed=1),
+    )
+    _report(
+        "matmul 100x70 @ 70x90 (fp32)",
+        m.matmul(a, b),
+        reference.matmul(a, b),
+        reference.matmul_lowp(a, b),
+        torch.float32,
+    )
 
 
 def _softmax(m, device):
     x = _randn(37, 300, dtype=torch.float32, device=device) * 30
     x[3] = -torch.inf
-    _report("softmax 37x300, large values", m.softmax(x), reference.softmax(x), reference.softmax_lowp(x),
-            torch.float32)
+    _report(
+        "softmax 37x300, large values", m.softmax(x), reference.softmax(x), reference.softmax_lowp(x), torch.float32
+    )
 
 
 def _online_softmax(m, device):
@@ -100,8 +109,13 @@ def _forward(m, device):
 
 def _preprocess(m, device):
     o, do = _qkv(device)[:2]
-    _report("delta, N=100", m.attention_backward_preprocess(o, do), reference.attention_delta(o, do),
-            reference.attention_delta_lowp(o, do), o.dtype)
+    _report(
+        "delta, N=100",
+        m.attention_backward_preprocess(o, do),
+        reference.attention_delta(o, do),
+        reference.attention_delta_lowp(o, do),
+        o.dtype,
+    )
 
 
 def _stats(q, k, v, do, causal):
@@ -132,6 +146,12 @@ def _dq(m, device):
         _report(f"flash_attention {name}.grad, causal", t.grad, r, lw, q.dtype)
 
 
-TESTS = {"matmul": _matmul, "safe_softmax": _softmax, "online_softmax": _online_softmax,
-         "flash_forward": _forward, "backward_preprocess": _preprocess, "backward_dkdv": _dkdv,
-         "backward_dq": _dq}
+TESTS = {
+    "matmul": _matmul,
+    "safe_softmax": _softmax,
+    "online_softmax": _online_softmax,
+    "flash_forward": _forward,
+    "backward_preprocess": _preprocess,
+    "backward_dkdv": _dkdv,
+    "backward_dq": _dq,
+}

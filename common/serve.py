@@ -13,6 +13,7 @@ import os
 import resource
 import sys
 from pathlib import Path
+from types import ModuleType
 
 RUNTIME = Path(__file__).resolve().parent.parent  # the folder holding this `common` package
 
@@ -48,7 +49,7 @@ class Server:
         from common import wire
 
         self.wire, self.request_fd, self.reply_fd = wire, request_fd, reply_fd
-        self.modules = {}
+        self.modules: dict[str | None, ModuleType] = {}  # None: the exercise's own module
         self.kernels_only = True
         self.scratch = Path.cwd()
 
@@ -75,8 +76,9 @@ class Server:
                 self.reply(self.failure(exc))
 
     def _sizes(self, request):
-        return self.wire.tensor_sizes([request.get("args"), request.get("kwargs"), request.get("inputs"),
-                                       request.get("grad")])
+        return self.wire.tensor_sizes(
+            [request.get("args"), request.get("kwargs"), request.get("inputs"), request.get("grad")]
+        )
 
     def op_load(self, request, payloads):
         from common.loader import load_module, use_course
@@ -101,12 +103,18 @@ class Server:
             call = lambda *a, **kw: harness.forward_backward(fn, a, grad, kw)  # noqa: E731
         else:
             call = fn
-        outcome = harness.invoke(call, args, kwargs, guarded=bool(request.get("guarded")),
-                                 kernels_only=self.kernels_only)
+        outcome = harness.invoke(
+            call, args, kwargs, guarded=bool(request.get("guarded")), kernels_only=self.kernels_only
+        )
         out = []
-        header = {"ok": True, "value": self.wire.encode(outcome.value, out), "launches": outcome.launches,
-                  "computed": outcome.computed, "problems": outcome.problems,
-                  "files": {name: self._read_output(path, out) for name, path in files.items()}}
+        header = {
+            "ok": True,
+            "value": self.wire.encode(outcome.value, out),
+            "launches": outcome.launches,
+            "computed": outcome.computed,
+            "problems": outcome.problems,
+            "files": {name: self._read_output(path, out) for name, path in files.items()},
+        }
         return header, out
 
     def _function(self, folder, module, name):

@@ -16,13 +16,27 @@ import os
 import select
 import struct
 import time
+from typing import TypeGuard
 
 import torch
 
 MAX_HEADER = 1 << 20  # bytes of JSON in one message
 MAX_PAYLOAD = 1 << 32  # bytes of tensor data in one message
-DTYPES = {str(dt)[6:]: dt for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
-                                     torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool)}
+DTYPES = {
+    str(dt)[6:]: dt
+    for dt in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.uint8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+}
 _LENGTHS = struct.Struct("<QQ")  # header bytes, payload bytes
 
 
@@ -70,8 +84,15 @@ def _encode_tensor(t: torch.Tensor, payloads: list) -> dict:
     flat = t.as_strided((span,), (1,)).cpu().contiguous()
     data = flat.view(torch.uint8).numpy().tobytes() if span else b""
     payloads.append(data)
-    return {"tensor": {"dtype": str(t.dtype)[6:], "shape": list(t.shape), "stride": list(t.stride()),
-                       "device": t.device.type, "bytes": len(data)}}
+    return {
+        "tensor": {
+            "dtype": str(t.dtype)[6:],
+            "shape": list(t.shape),
+            "stride": list(t.stride()),
+            "device": t.device.type,
+            "bytes": len(data),
+        }
+    }
 
 
 def decode(tree, payloads: list, device=None, markers=None, margin=False):
@@ -83,7 +104,7 @@ def decode(tree, payloads: list, device=None, markers=None, margin=False):
         return tree
     if not isinstance(tree, dict) or len(tree) != 1:
         raise ProtocolError(f"malformed value {str(tree)[:80]}")
-    (kind, body), = tree.items()
+    ((kind, body),) = tree.items()
     if kind == "float":
         if body not in ("nan", "inf", "-inf"):
             raise ProtocolError(f"malformed float {body!r}")
@@ -107,7 +128,7 @@ def _expect(value, kind):
 
 
 def _decode_tensor(spec: dict, payloads: list, device, margin: bool) -> torch.Tensor:
-    dtype = DTYPES.get(spec.get("dtype"))
+    dtype = DTYPES.get(spec.get("dtype", ""))
     shape, stride = spec.get("shape"), spec.get("stride")
     if dtype is None or not _ints(shape) or not _ints(stride) or len(shape) != len(stride) or len(shape) > 8:
         raise ProtocolError(f"malformed tensor {str(spec)[:120]}")
@@ -135,7 +156,7 @@ def _margin(span: int) -> int:
     return min(max(span, 8192), 1 << 24)
 
 
-def _ints(values) -> bool:
+def _ints(values) -> TypeGuard[list[int]]:
     return isinstance(values, list) and all(type(v) is int and 0 <= v < 1 << 40 for v in values)
 
 
@@ -150,10 +171,10 @@ def send(fd: int, header: dict, payloads=()) -> None:
 def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
-def receive(fd: int, deadline: float = None, sizes_of=None) -> tuple:
+def receive(fd: int, deadline: float | None = None, sizes_of=None) -> tuple:
     """(header, payloads). `sizes_of(header)` lists the byte size of each payload."""
     header_len, payload_len = _LENGTHS.unpack(_read_exactly(fd, _LENGTHS.size, deadline))
     if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
@@ -194,7 +215,7 @@ def tensor_sizes(tree) -> list:
     return sizes
 
 
-def _read_exactly(fd: int, n: int, deadline: float) -> bytes:
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
     chunks, left = [], n
     while left:
         if deadline is not None:

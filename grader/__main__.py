@@ -15,25 +15,38 @@ ROOT = Path(__file__).resolve().parent.parent
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m grader", description="Grade the course's exercises.")
     p.add_argument("exercises", nargs="*", help="exercise numbers (01, 4, ...) or folder names; default: all")
-    p.add_argument("--target", default="exercises",
-                   help="'exercises' (default), 'solutions', or a directory laid out like exercises/")
+    p.add_argument(
+        "--target",
+        default="exercises",
+        help="'exercises' (default), 'solutions', or a directory laid out like exercises/",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one, printed)")
     p.add_argument("--json", default=None, help="also write Gradescope's results.json here")
-    p.add_argument("--check", action="append", default=None, metavar="NAME",
-                   help="run only this check (repeatable; with one exercise), e.g. --check ragged")
-    p.add_argument("--time-limit", type=float, default=None,
-                   help="seconds each check may take (default: 120 on CPU, 300 on GPU)")
+    p.add_argument(
+        "--check",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this check (repeatable; with one exercise), e.g. --check ragged",
+    )
+    p.add_argument(
+        "--time-limit", type=float, default=None, help="seconds each check may take (default: 120 on CPU, 300 on GPU)"
+    )
     return p.parse_args(argv)
 
 
 def resolve_target(name: str) -> Path:
     path = Path(name) if Path(name).exists() else ROOT / name
     if not path.exists():
-        raise SystemExit(f"error: TARGET {name!r} is not a directory: nothing exists there (try 'exercises', "
-                         "'solutions' or the path of a folder laid out like exercises/)")
+        raise SystemExit(
+            f"error: TARGET {name!r} is not a directory: nothing exists there (try 'exercises', "
+            "'solutions' or the path of a folder laid out like exercises/)"
+        )
     if not path.is_dir():
-        raise SystemExit(f"error: TARGET {name!r} is not a directory but a file: TARGET names the folder that holds "
-                         f"the exercise folders ({_LAYOUT})")
+        raise SystemExit(
+            f"error: TARGET {name!r} is not a directory but a file: TARGET names the folder that holds "
+            f"the exercise folders ({_LAYOUT})"
+        )
     return path.resolve()
 
 
@@ -54,24 +67,33 @@ def validate(args, exercises, target: Path) -> list:
     for ex in EXERCISES:  # TARGET one level too deep: the folder of one exercise
         if target.name == ex.folder or (target / f"{ex.module}.py").is_file():
             parent = target.parent
-            parent = os.path.relpath(parent) if parent.is_relative_to(Path.cwd()) else parent
-            _layout_error(args, f"error: TARGET {shown} is the folder of exercise {ex.number} itself; TARGET "
-                          f"names the folder that holds the exercise folders ({_LAYOUT}).\n"
-                          f"Try: make grade EX={ex.number} TARGET={parent}")
+            shown_parent = os.path.relpath(parent) if parent.is_relative_to(Path.cwd()) else parent
+            _layout_error(
+                args,
+                f"error: TARGET {shown} is the folder of exercise {ex.number} itself; TARGET "
+                f"names the folder that holds the exercise folders ({_LAYOUT}).\n"
+                f"Try: make grade EX={ex.number} TARGET={shown_parent}",
+            )
     if not present:
         for inner in sorted(p for p in target.iterdir() if p.is_dir()):  # one level too shallow
             if any((inner / ex.folder).is_dir() for ex in EXERCISES):
-                _layout_error(args, f"error: TARGET {shown} holds no exercise folder, but {inner} does.\n"
-                              f"Try: TARGET={inner}")
+                _layout_error(
+                    args, f"error: TARGET {shown} holds no exercise folder, but {inner} does.\nTry: TARGET={inner}"
+                )
         contents = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
         held = f"it holds {', '.join(contents[:8])}" + (", ..." if contents[8:] else "") if contents else "it is empty"
         wanted = ", ".join(f"{ex.folder}/{ex.module}.py" for ex in exercises[:3]) + (", ..." if exercises[3:] else "")
-        _layout_error(args, f"error: TARGET {shown} holds none of the exercise folders asked for ({wanted}): "
-                      f"{held}.\nTARGET is a folder laid out {_LAYOUT}")
+        _layout_error(
+            args,
+            f"error: TARGET {shown} holds none of the exercise folders asked for ({wanted}): "
+            f"{held}.\nTARGET is a folder laid out {_LAYOUT}",
+        )
     absent = [ex.folder for ex in exercises if ex not in present]
-    return [f"Note: TARGET {shown} has no folder {', '.join(absent)}: "
-            f"{'that exercise scores' if len(absent) == 1 else 'those exercises score'} 0 "
-            f"(expected layout: {_LAYOUT})"]
+    return [
+        f"Note: TARGET {shown} has no folder {', '.join(absent)}: "
+        f"{'that exercise scores' if len(absent) == 1 else 'those exercises score'} 0 "
+        f"(expected layout: {_LAYOUT})"
+    ]
 
 
 def _layout_error(args, message: str):
@@ -80,8 +102,13 @@ def _layout_error(args, message: str):
     if args.json:
         import json
 
-        write_atomically(Path(args.json), json.dumps({"score": 0.0, "output": message, "visibility": "visible",
-                                                       "stdout_visibility": "visible", "tests": []}, indent=2))
+        write_atomically(
+            Path(args.json),
+            json.dumps(
+                {"score": 0.0, "output": message, "visibility": "visible", "stdout_visibility": "visible", "tests": []},
+                indent=2,
+            ),
+        )
     raise SystemExit(message)
 
 
@@ -139,8 +166,10 @@ def main(argv=None) -> int:
         known = [c.name for c in exercises[0].checks]
         unknown = [name for name in args.check if name not in known]
         if unknown:
-            raise SystemExit(f"error: exercise {exercises[0].number} has no check {', '.join(unknown)}; "
-                             f"its checks: {', '.join(known)}")
+            raise SystemExit(
+                f"error: exercise {exercises[0].number} has no check {', '.join(unknown)}; "
+                f"its checks: {', '.join(known)}"
+            )
     target = resolve_target(args.target)
     notes = validate(args, exercises, target)
     seed, seed_line = choose_seed(args.seed)
@@ -154,8 +183,10 @@ def main(argv=None) -> int:
     time_limit = args.time_limit or (300.0 if mode.gpu else 120.0)
     from grader.sandbox import describe_isolation
 
-    header = (f"Mode: {mode.description}\nVersions: {env.versions()}\nTarget: {target}\n{seed_line}\n"
-              f"Isolation: {describe_isolation()}")
+    header = (
+        f"Mode: {mode.description}\nVersions: {env.versions()}\nTarget: {target}\n{seed_line}\n"
+        f"Isolation: {describe_isolation()}"
+    )
     print("\n".join([header, *notes]), flush=True)
 
     from grader import report

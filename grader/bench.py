@@ -33,30 +33,44 @@ MODES = ("fwd", "fwd+bwd")
 CONVENTIONS = {
     "flops": "forward 4*B*H*N^2*d, halved when causal; backward 2.5x the forward; fwd+bwd 3.5x the forward",
     "time": "median of the timed calls after the warm-up calls; L2 cache flushed and GPU synchronised before "
-            "each call, synchronised after it",
+    "each call, synchronised after it",
     "memory": "peak GPU memory allocated during one call (after warm-up) minus what was allocated before it "
-              "(inputs excluded)",
+    "(inputs excluded)",
 }
-SDPA_BACKENDS = {"sdpa-flash": "FLASH_ATTENTION", "sdpa-efficient": "EFFICIENT_ATTENTION",
-                 "sdpa-cudnn": "CUDNN_ATTENTION"}
+SDPA_BACKENDS = {
+    "sdpa-flash": "FLASH_ATTENTION",
+    "sdpa-efficient": "EFFICIENT_ATTENTION",
+    "sdpa-cudnn": "CUDNN_ATTENTION",
+}
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m grader.bench",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     p.add_argument("--target", default="solutions", help="course folder whose 04 and 07 kernels are timed")
     p.add_argument("--code", default="solutions", help="course folder whose 08_benchmarks code runs the sweep")
-    p.add_argument("--shape", action="append", metavar="B,H,d", help="batch, heads, head dim (repeatable); "
-                   "default 4,32,64")
+    p.add_argument(
+        "--shape", action="append", metavar="B,H,d", help="batch, heads, head dim (repeatable); default 4,32,64"
+    )
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="the values of N, comma-separated")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
-    p.add_argument("--methods", default=",".join(DEFAULT_METHODS),
-                   help=f"comma-separated, of: {', '.join(METHODS)} (default: %(default)s)")
+    p.add_argument(
+        "--methods",
+        default=",".join(DEFAULT_METHODS),
+        help=f"comma-separated, of: {', '.join(METHODS)} (default: %(default)s)",
+    )
     p.add_argument("--modes", default=",".join(MODES), help="fwd, fwd+bwd or both (default: %(default)s)")
     p.add_argument("--out", default="results/bench", help="folder for the PNGs, bench.csv and bench.json")
-    p.add_argument("--simulate", action="store_true",
-                   help="run on a simulated GPU (numbers from a model, not a measurement): to see the output anywhere")
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="run on a simulated GPU (numbers from a model, not a measurement): to see the output anywhere",
+    )
     args = p.parse_args(argv)
     args.shapes = [tuple(int(x) for x in s.split(",")) for s in (args.shape or ["4,32,64"])]
     args.sizes = sorted(int(n) for n in args.sizes.split(","))
@@ -79,6 +93,7 @@ def course_folder(name: str) -> Path:
 # ----------------------------------------------------------------------------- the methods, on a GPU
 def _forward(attention, label):
     """make(q, k, v, causal) for a forward-only method attention(q, k, v, causal)."""
+
     def make(q, k, v, causal):
         return (lambda: attention(q, k, v, causal)), label(q, k, v, causal) if callable(label) else label
 
@@ -140,7 +155,10 @@ def gpu_methods(names, mode, code, target) -> dict:
             methods[name] = (mode, wrap(_sdpa(SDPA_BACKENDS[name]), SDPA_BACKENDS[name]))
         elif name == "course" and mode == "fwd":
             forward = load_module(target / "04_flash_forward" / "flash_forward.py").flash_attention_forward
-            methods[name] = (mode, wrap(lambda q, k, v, causal: forward(q, k, v, causal)[0], "triton (04)"))
+            methods[name] = (
+                mode,
+                wrap(lambda q, k, v, causal, forward=forward: forward(q, k, v, causal)[0], "triton (04)"),
+            )
         elif name == "course":
             attention = load_module(target / "07_backward_dq" / "backward_dq.py").flash_attention
             methods[name] = (mode, wrap(attention, "triton (04-07)"))
@@ -174,17 +192,30 @@ def simulated_methods(names, mode, B, H, d, dtype, world) -> dict:
     oom = next((n for n in (2**i for i in range(9, 20)) if naive_mib * (n / 64) ** 2 > gib), None)
     fused_mib = B * H * (d * 2 + 4) / 2**20 * (1 if mode == "fwd" else 4)  # per key: o, lse (+ dq, dk, dv)
     model = {
-        "naive": {"tflops": 45.0, "label": "PyTorch ops (simulated)", "mib_per_key": naive_mib, "quadratic": True,
-                  "oom_from": oom},
-        "sdpa": {"tflops": 440.0 if mode == "fwd" else 435.0, "label": "CUDNN_ATTENTION (simulated)",
-                 "mib_per_key": fused_mib},
-        "sdpa-flash": {"tflops": 300.0 if mode == "fwd" else 280.0, "label": "FLASH_ATTENTION (simulated)",
-                       "mib_per_key": fused_mib},
-        "sdpa-efficient": {"tflops": 200.0, "label": "EFFICIENT_ATTENTION (simulated)",
-                           "mib_per_key": fused_mib},
+        "naive": {
+            "tflops": 45.0,
+            "label": "PyTorch ops (simulated)",
+            "mib_per_key": naive_mib,
+            "quadratic": True,
+            "oom_from": oom,
+        },
+        "sdpa": {
+            "tflops": 440.0 if mode == "fwd" else 435.0,
+            "label": "CUDNN_ATTENTION (simulated)",
+            "mib_per_key": fused_mib,
+        },
+        "sdpa-flash": {
+            "tflops": 300.0 if mode == "fwd" else 280.0,
+            "label": "FLASH_ATTENTION (simulated)",
+            "mib_per_key": fused_mib,
+        },
+        "sdpa-efficient": {"tflops": 200.0, "label": "EFFICIENT_ATTENTION (simulated)", "mib_per_key": fused_mib},
         "sdpa-cudnn": {"tflops": 440.0, "label": "CUDNN_ATTENTION (simulated)", "mib_per_key": fused_mib},
-        "course": {"tflops": 400.0 if mode == "fwd" else 330.0, "label": "triton (simulated)",
-                   "mib_per_key": fused_mib},
+        "course": {
+            "tflops": 400.0 if mode == "fwd" else 330.0,
+            "label": "triton (simulated)",
+            "mib_per_key": fused_mib,
+        },
     }
     spec = {name: model[name] | {"mode": mode} for name in names}
     return fixtures.fake_methods(world, B, H, d, dtype, spec)
@@ -229,8 +260,11 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     mode = env.setup()
     if not mode.gpu and not args.simulate:
-        print("the benchmark needs a CUDA GPU (the interpreter checks correctness, not speed); "
-              "`python -m grader.bench --simulate` shows its output on a simulated one", file=sys.stderr)
+        print(
+            "the benchmark needs a CUDA GPU (the interpreter checks correctness, not speed); "
+            "`python -m grader.bench --simulate` shows its output on a simulated one",
+            file=sys.stderr,
+        )
         return 2
     from common import fixtures
     from common.loader import load_module
@@ -254,17 +288,29 @@ def main(argv=None) -> int:
                 else:
                     import torch
 
-                    methods, skipped = supported(gpu_methods(args.methods, step, code, target), B, H, d,
-                                                 code.DTYPES[args.dtype], causal)
+                    methods, skipped = supported(
+                        gpu_methods(args.methods, step, code, target), B, H, d, code.DTYPES[args.dtype], causal
+                    )
                     notes += skipped
                     device = None
                 print(f"\nB={B} H={H} d={d} {args.dtype} {'causal' if causal else 'non-causal'}, {step}:", flush=True)
-                rows += code.sweep(methods, args.sizes, B=B, H=H, d=d, causal=(causal,), dtype=args.dtype,
-                                   device=device, log=lambda line: print(f"  {line}", flush=True))
+                rows += code.sweep(
+                    methods,
+                    args.sizes,
+                    B=B,
+                    H=H,
+                    d=d,
+                    causal=(causal,),
+                    dtype=args.dtype,
+                    device=device,
+                    log=lambda line: print(f"  {line}", flush=True),
+                )
                 if not args.simulate:
                     torch.cuda.empty_cache()
-            print(f"\nB={B} H={H} d={d} {args.dtype} {'causal' if causal else 'non-causal'} "
-                  f"(vs SDPA: SDPA's time / this time, same mode; > 1 is faster)")
+            print(
+                f"\nB={B} H={H} d={d} {args.dtype} {'causal' if causal else 'non-causal'} "
+                f"(vs SDPA: SDPA's time / this time, same mode; > 1 is faster)"
+            )
             print(table(rows))
             for note in notes:
                 print(f"  note: {note}")
@@ -276,8 +322,10 @@ def main(argv=None) -> int:
             all_rows += rows
     meta = {"gpu": gpu, "versions": env.versions(), "conventions": CONVENTIONS, "simulated": args.simulate}
     write_outputs(out, all_rows, meta)
-    print(f"\nwrote {', '.join(str(p) for p in pictures)}, {out / 'bench.csv'} and {out / 'bench.json'} "
-          f"({time.monotonic() - start:.0f} s)")
+    print(
+        f"\nwrote {', '.join(str(p) for p in pictures)}, {out / 'bench.csv'} and {out / 'bench.json'} "
+        f"({time.monotonic() - start:.0f} s)"
+    )
     return 0
 
 

@@ -77,15 +77,20 @@ def main(argv=None) -> int:
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.seed is None and not ({"COURSE_GRADING_SEED", "COURSE_GRADING_SEED_FILE"} & set(os.environ)):
-        raise SystemExit("error: a class is graded with one seed: set COURSE_GRADING_SEED (or "
-                         "COURSE_GRADING_SEED_FILE) to the instructor's seed, or pass --seed")
+        raise SystemExit(
+            "error: a class is graded with one seed: set COURSE_GRADING_SEED (or "
+            "COURSE_GRADING_SEED_FILE) to the instructor's seed, or pass --seed"
+        )
     seed, _ = choose_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     students = [p.name for p in args.submissions.iterdir() if p.is_dir() and not p.name.startswith(".")]
     mine = shard(students, *args.shard)
     todo = [s for s in mine if args.force or not (args.out / f"{s}.json").exists()]
-    print(f"Shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of {len(students)} students, "
-          f"{len(mine) - len(todo)} already graded", flush=True)
+    print(
+        f"Shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of {len(students)} students, "
+        f"{len(mine) - len(todo)} already graded",
+        flush=True,
+    )
     workers = args.workers or _gpu_count() or 1
     if workers > 1 and len(todo) > 1:
         status = _run_workers(argv if argv is not None else sys.argv[1:], args, workers)
@@ -110,10 +115,12 @@ def _run_workers(argv: list, args, workers: int) -> int:
         sub = ["--shard", f"{index + w * count}/{count * workers}", "--workers", "1"]
         environment = dict(os.environ)
         if gpus:
-            environment["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, gpus))
-                                                                 ).split(",")[w % len(gpus)]
-        procs.append(subprocess.Popen([sys.executable, "-m", "grader.classroom", *_without_shard(argv), *sub],
-                                      env=environment))
+            environment["CUDA_VISIBLE_DEVICES"] = os.environ.get(
+                "CUDA_VISIBLE_DEVICES", ",".join(map(str, gpus))
+            ).split(",")[w % len(gpus)]
+        procs.append(
+            subprocess.Popen([sys.executable, "-m", "grader.classroom", *_without_shard(argv), *sub], env=environment)
+        )
     return max(p.wait() for p in procs)
 
 
@@ -142,7 +149,9 @@ def _grade_students(submissions: Path, students: list, exercises: list, seed: in
         with tempfile.TemporaryDirectory() as target:
             found = lay_out(submissions / student, Path(target))
             graded = [(ex, grade_exercise(ex, Path(target), seed, time_limit)) for ex in exercises]
-        header = f"Student: {student}\nFound: {', '.join(sorted(found)) or 'no exercise file'}\nMode: {mode.description}"
+        header = (
+            f"Student: {student}\nFound: {', '.join(sorted(found)) or 'no exercise file'}\nMode: {mode.description}"
+        )
         seconds = time.monotonic() - start
         write_atomically(args.out / f"{student}.json", report.gradescope(graded, header, seconds))
         score = sum(r.earned for _, results in graded for r in results)

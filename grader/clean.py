@@ -23,7 +23,7 @@ def holds_grading_work(path: Path) -> bool:
 
 def clean(root: Path = ROOT) -> list:
     """Delete build/ (but what holds grading work) and .pytest_cache; return the folders kept."""
-    kept = []
+    kept: list[Path] = []
     shutil.rmtree(root / ".pytest_cache", ignore_errors=True)
     build = root / "build"
     if not build.is_dir():
@@ -43,8 +43,10 @@ def clean(root: Path = ROOT) -> list:
 def main() -> int:
     for path in clean():
         rel = path.relative_to(ROOT)
-        print(f"kept {rel}: it holds submissions or grades ({', '.join(GRADING_WORK)}); "
-              f"delete it by hand if you really mean to: rm -r {rel}")
+        print(
+            f"kept {rel}: it holds submissions or grades ({', '.join(GRADING_WORK)}); "
+            f"delete it by hand if you really mean to: rm -r {rel}"
+        )
     return 0
 
 

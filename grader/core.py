@@ -6,6 +6,7 @@ student. pytest, `make grade` and nbgrader all run these same functions.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -20,7 +21,7 @@ NOT_IMPLEMENTED = "not implemented yet"
 class Check:
     name: str
     points: float
-    run: callable
+    run: Callable
     description: str
     gpu_only: bool = False
 
@@ -79,7 +80,7 @@ class OutputFile:
     call, `content` holds the file's bytes (None when it was not written)."""
 
     name: str
-    content: bytes = None
+    content: bytes | None = None
 
     def wire_marker(self, encode) -> dict:
         return {"outfile": self.name}
@@ -139,7 +140,9 @@ def run_check(chk: Check, impl, ctx: Context) -> Result:
     except StudentCodeFailed as exc:
         result.status, result.message = explain_failure(exc.info)
     except Exception as exc:  # noqa: BLE001 - a bug of the grader's own: say so, grade the rest
-        result.message = f"the grader failed while checking your result ({type(exc).__name__}: {exc}); please report this"
+        result.message = (
+            f"the grader failed while checking your result ({type(exc).__name__}: {exc}); please report this"
+        )
     finally:
         result.seconds = time.perf_counter() - start
         if ctx.gpu:

@@ -29,14 +29,27 @@ EXERCISES = (
     Exercise("02", "02_safe_softmax", "safe softmax", "safe_softmax", ("softmax",)),
     Exercise("03", "03_online_softmax", "online softmax", "online_softmax", ("online_softmax",)),
     Exercise("04", "04_flash_forward", "FlashAttention forward", "flash_forward", ("flash_attention_forward",)),
-    Exercise("05", "05_backward_preprocess", "backward preprocess (delta)", "backward_preprocess",
-             ("attention_backward_preprocess",)),
+    Exercise(
+        "05",
+        "05_backward_preprocess",
+        "backward preprocess (delta)",
+        "backward_preprocess",
+        ("attention_backward_preprocess",),
+    ),
     Exercise("06", "06_backward_dkdv", "backward dK, dV", "backward_dkdv", ("attention_backward_dkdv",)),
-    Exercise("07", "07_backward_dq", "backward dQ and autograd", "backward_dq",
-             ("attention_backward_dq", "flash_attention")),
-    Exercise("08", "08_benchmarks", "benchmarks", "benchmarks",
-             ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot"),
-             kernels_only=False, extra_imports=("time", "statistics", "matplotlib.figure"), timed=True),
+    Exercise(
+        "07", "07_backward_dq", "backward dQ and autograd", "backward_dq", ("attention_backward_dq", "flash_attention")
+    ),
+    Exercise(
+        "08",
+        "08_benchmarks",
+        "benchmarks",
+        "benchmarks",
+        ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot"),
+        kernels_only=False,
+        extra_imports=("time", "statistics", "matplotlib.figure"),
+        timed=True,
+    ),
 )
 
 

@@ -75,11 +75,13 @@ def verdict(name: str, reply, launch_needed: bool, kernels_only: bool) -> None:
         ops = ", ".join(reply.computed[:5])
         raise CheckFailed(
             f"your {name} called {ops} outside a Triton kernel: compute the result in your kernel. "
-            "Host code may only allocate (torch.empty*), view, copy or convert tensors.")
+            "Host code may only allocate (torch.empty*), view, copy or convert tensors."
+        )
     if launch_needed and not reply.launches:
         raise CheckFailed(
             f"{name} returned without launching a Triton kernel: the exercise is to compute the result in "
-            "your kernel (PyTorch-only answers earn no points)")
+            "your kernel (PyTorch-only answers earn no points)"
+        )
     if reply.problems:
         raise CheckFailed(reply.problems[0])
 
@@ -115,6 +117,7 @@ class LocalImplementation(Implementation):
         if not callable(target):
             raise MissingFunction(f"{self.where} does not define {fn.__name__}()")
         with tempfile.TemporaryDirectory() as tmp:
+
             def resolve(value):
                 if isinstance(value, Fixture):
                     from common import fixtures
@@ -147,8 +150,10 @@ def _plain(value):
     """The value with every tensor a plain torch.Tensor: a subclass could redefine arithmetic."""
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor:
-            raise CheckFailed(f"your function returned a {type(value).__name__}, a subclass of torch.Tensor: "
-                              "return the plain tensor your kernel wrote")
+            raise CheckFailed(
+                f"your function returned a {type(value).__name__}, a subclass of torch.Tensor: "
+                "return the plain tensor your kernel wrote"
+            )
         return value.detach()
     if isinstance(value, (list, tuple)):
         return type(value)(_plain(v) for v in value)

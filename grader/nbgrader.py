@@ -29,7 +29,7 @@ except ModuleNotFoundError:
 
     raise SystemExit(env.missing_packages_message(["nbgrader"], "grader.nbgrader")) from None
 
-CONFIG = '''\
+CONFIG = """\
 # nbgrader settings of this course directory, written by `python -m grader.nbgrader release`.
 import os
 import sys
@@ -50,7 +50,7 @@ c.Execute.timeout = {timeout}
 c.OverwriteCells.add_missing_cells = True
 # zip_collect: files named <student>_<folder>.ipynb, e.g. alice_01_tiled_matmul.ipynb.
 c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[^/]+?)_(?P<file_id>\\d\\d_[^/]+\\.ipynb)$"
-'''
+"""
 
 
 class ClearSolutionsWithCourseStubs(ClearSolutions):
@@ -94,9 +94,11 @@ def release(course: Path, exercises) -> None:
     folders = ["*"] if set(exercises) == set(EXERCISES) else [ex.folder for ex in exercises]
     for folder in folders:
         if run_nbgrader(course, "generate_assignment", folder, "--force") != 0:
-            raise SystemExit(f"error: nbgrader generate_assignment {folder} failed (its log is above). The gradebook "
-                             "and submissions are untouched; if nbgrader refuses to drop a test cell that students "
-                             "were already graded on, release into a new course: make release COURSE=<new folder>")
+            raise SystemExit(
+                f"error: nbgrader generate_assignment {folder} failed (its log is above). The gradebook "
+                "and submissions are untouched; if nbgrader refuses to drop a test cell that students "
+                "were already graded on, release into a new course: make release COURSE=<new folder>"
+            )
     for exercise in exercises:
         _check_stubs(course, exercise.folder)
     print(f"\nStudent notebooks: {course / 'release'}/<folder>/<folder>.ipynb")
@@ -110,8 +112,11 @@ def _write_config(course: Path) -> None:
     edited = config.is_file() and not (written.is_file() and written.read_text() == config.read_text())
     if edited and config.read_text() != text:
         config.with_name("nbgrader_config.py.new").write_text(text)
-        print(f"kept {config}: it was edited by hand. The configuration this release would write is in "
-              f"{config.name}.new: merge what you need.", flush=True)
+        print(
+            f"kept {config}: it was edited by hand. The configuration this release would write is in "
+            f"{config.name}.new: merge what you need.",
+            flush=True,
+        )
         return
     config.write_text(text)
     written.write_text(text)
@@ -124,29 +129,40 @@ def _check_stubs(course: Path, folder: str) -> None:
 
     def solution_cells(stage):
         nb = nbformat.read(course / stage / folder / f"{folder}.ipynb", as_version=4)
-        return {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells
-                if c.metadata.get("nbgrader", {}).get("solution")}
+        return {
+            c.metadata.nbgrader["grade_id"]: c.source
+            for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")
+        }
 
     expected = {grade_id: make_skeleton(source).rstrip("\n") for grade_id, source in solution_cells("source").items()}
     if solution_cells("release") != expected:
-        raise SystemExit(f"error: release/{folder} does not hold the course's stubs: did nbgrader_config.py load? "
-                         "(see the log above)")
+        raise SystemExit(
+            f"error: release/{folder} does not hold the course's stubs: did nbgrader_config.py load? "
+            "(see the log above)"
+        )
 
 
 # ----------------------------------------------------------------------------- autograde
 def autograde(course: Path) -> int:
     if not (course / "nbgrader_config.py").is_file() or not (course / "release").is_dir():
-        raise SystemExit(f"error: {course} has no release: run `{_python()} -m grader.nbgrader release --course {course}` "
-                         "first (or `make release COURSE=...`)")
+        raise SystemExit(
+            f"error: {course} has no release: run `{_python()} -m grader.nbgrader release --course {course}` "
+            "first (or `make release COURSE=...`)"
+        )
     submitted = _submissions(course)
     if not submitted:
-        raise SystemExit(f"error: nothing to grade in {course / 'submitted'}: put each notebook at "
-                         "submitted/<student>/<folder>/<folder>.ipynb (`nbgrader zip_collect <folder>` does it "
-                         "from downloaded files)")
+        raise SystemExit(
+            f"error: nothing to grade in {course / 'submitted'}: put each notebook at "
+            "submitted/<student>/<folder>/<folder>.ipynb (`nbgrader zip_collect <folder>` does it "
+            "from downloaded files)"
+        )
     failed = []
     for folder, students in submitted.items():
         run_nbgrader(course, "autograde", folder, "--force")
-        failed += [(s, folder) for s in students if not (course / "autograded" / s / folder / f"{folder}.ipynb").is_file()]
+        failed += [
+            (s, folder) for s in students if not (course / "autograded" / s / folder / f"{folder}.ipynb").is_file()
+        ]
         regrade(course, folder, [s for s in students if (s, folder) not in failed])
         run_nbgrader(course, "generate_feedback", folder, "--force")
     grades = course / "grades.csv"
@@ -154,9 +170,11 @@ def autograde(course: Path) -> int:
         raise SystemExit("error: nbgrader export failed (its log is above)")
     print(_summary(grades, course))
     for student, folder in failed:
-        print(f"NOT GRADED: {student}, {folder}: nbgrader could not run this notebook (its log is above), so it "
-              f"scores 0. A kernel that died (os._exit, a segfault, out of memory) does this; to see where, run "
-              f"{_python()} -m grader.notebooks {course / 'submitted' / student / folder / f'{folder}.ipynb'}")
+        print(
+            f"NOT GRADED: {student}, {folder}: nbgrader could not run this notebook (its log is above), so it "
+            f"scores 0. A kernel that died (os._exit, a segfault, out of memory) does this; to see where, run "
+            f"{_python()} -m grader.notebooks {course / 'submitted' / student / folder / f'{folder}.ipynb'}"
+        )
     return 1 if failed else 0
 
 
@@ -176,8 +194,11 @@ def regrade(course: Path, folder: str, students) -> None:
     from grader.submission import write_notebook_module
 
     exercise = find(folder)
-    seed = SEED if "COURSE_GRADING_SEED" not in os.environ and "COURSE_GRADING_SEED_FILE" not in os.environ \
+    seed = (
+        SEED
+        if "COURSE_GRADING_SEED" not in os.environ and "COURSE_GRADING_SEED_FILE" not in os.environ
         else choose_seed(None)[0]
+    )
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student in students:
             with tempfile.TemporaryDirectory() as target:
@@ -204,7 +225,7 @@ def _python() -> str:
 
 def _submissions(course: Path) -> dict:
     """{folder: [students]} for every released assignment someone submitted."""
-    submitted = {}
+    submitted: dict[str, list[str]] = {}
     for path in sorted((course / "submitted").glob("*/*/")):
         student, folder = path.parent.name, path.name
         if (course / "release" / folder).is_dir():
@@ -226,8 +247,11 @@ def _summary(grades: Path, course: Path) -> str:
     def line(name, values):
         return f"{name:<{width}} " + " ".join(f"{v:>5g}" for v in values) + f" {sum(values):>6g}"
 
-    lines = ["", f"{'student':<{width}} " + " ".join(f"{f[:2]:>5}" for f in folders) + "  total",
-             line("(max)", [best[f] for f in folders])]
+    lines = [
+        "",
+        f"{'student':<{width}} " + " ".join(f"{f[:2]:>5}" for f in folders) + "  total",
+        line("(max)", [best[f] for f in folders]),
+    ]
     lines += [line(s, [score.get((s, f), 0.0) for f in folders]) for s in students]
     lines.append(f"\nGrades: {grades}\nFeedback: {course / 'feedback'}/<student>/<folder>/<folder>.html")
     return "\n".join(lines)

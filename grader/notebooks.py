@@ -45,8 +45,10 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
         exercise = find(exercise_key)
         chk = next((c for c in exercise.checks if c.name == check_name), None)
         if chk is None:
-            raise LookupError(f"the grader has no check {check_name!r} for exercise {exercise.number} any more: "
-                              "this notebook is older than the installed course package")
+            raise LookupError(
+                f"the grader has no check {check_name!r} for exercise {exercise.number} any more: "
+                "this notebook is older than the installed course package"
+            )
         mode = env.setup()
         impl = LocalImplementation(namespace, "this notebook", exercise.kernels_only, siblings=_siblings(namespace))
         result = run_check(chk, impl, Context(device=mode.device, seed=SEED))
@@ -97,25 +99,39 @@ def source_notebook(exercise):
         if not path.is_file():
             raise FileNotFoundError(f"exercise {exercise.number} has no {path.relative_to(ROOT)}")
     cells = [nbf.new_markdown_cell(text) for text in lesson_sections(lesson.read_text())]
-    cells += [nbf.new_markdown_cell("## Set-up\nRun this first: it picks the GPU, or Triton's CPU "
-                                    "interpreter where there is none, before Triton is imported."),
-              nbf.new_code_cell(_setup_cell(solution), metadata=_nbgrader(f"{exercise.folder}-setup", locked=True))]
-    cells.append(nbf.new_markdown_cell(f"## Your code\nThe code of `{solution.name}`: fill in the parts "
-                                       "marked TODO. Run each cell after editing it."))
+    cells += [
+        nbf.new_markdown_cell(
+            "## Set-up\nRun this first: it picks the GPU, or Triton's CPU "
+            "interpreter where there is none, before Triton is imported."
+        ),
+        nbf.new_code_cell(_setup_cell(solution), metadata=_nbgrader(f"{exercise.folder}-setup", locked=True)),
+    ]
+    cells.append(
+        nbf.new_markdown_cell(
+            f"## Your code\nThe code of `{solution.name}`: fill in the parts "
+            "marked TODO. Run each cell after editing it."
+        )
+    )
     for code in _code_cells(solution.read_text()):
         if BEGIN in code:
             grade_id = f"{exercise.folder}-solution-{_defined_name(code)}"
             cells.append(nbf.new_code_cell(code, metadata=_nbgrader(grade_id, solution=True)))
         else:
             cells.append(nbf.new_code_cell(code))
-    cells.append(nbf.new_markdown_cell(
-        "## Checks\nEach cell runs one check of the grader on your code and prints what it found. "
-        "Run them as often as you like: the autograder runs exactly these cells."))
+    cells.append(
+        nbf.new_markdown_cell(
+            "## Checks\nEach cell runs one check of the grader on your code and prints what it found. "
+            "Run them as often as you like: the autograder runs exactly these cells."
+        )
+    )
     for chk in exercise.checks:
         points = f"{chk.points:g} point" + ("" if chk.points == 1 else "s")
         source = TEST_CELL.format(name=chk.name, points=points, description=chk.description, number=exercise.number)
-        cells.append(nbf.new_code_cell(source, metadata=_nbgrader(f"{exercise.folder}-{chk.name}",
-                                                                  grade=True, locked=True, points=chk.points)))
+        cells.append(
+            nbf.new_code_cell(
+                source, metadata=_nbgrader(f"{exercise.folder}-{chk.name}", grade=True, locked=True, points=chk.points)
+            )
+        )
     return nbf.new_notebook(cells=cells, metadata=NOTEBOOK_METADATA)
 
 
@@ -163,7 +179,9 @@ def _nbgrader(grade_id, grade=False, solution=False, locked=False, points=None) 
 
 def lesson_sections(markdown: str) -> list:
     """The lesson split into one piece per heading (headings inside code fences do not count)."""
-    sections, current, fenced = [], [], False
+    sections: list[list[str]] = []
+    current: list[str] = []
+    fenced = False
     for line in markdown.splitlines():
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
@@ -223,8 +241,10 @@ def graded_cells(nb) -> list:
 def course_environment() -> dict:
     """os.environ for nbgrader and kernels started from here: the course repository on PYTHONPATH,
     this Python's scripts first on PATH (nbgrader runs `alembic`, even from a venv not activated)."""
-    return os.environ | {"PYTHONPATH": _prepend(str(ROOT), os.environ.get("PYTHONPATH", "")),
-                         "PATH": _prepend(str(Path(sys.executable).parent), os.environ.get("PATH", ""))}
+    return os.environ | {
+        "PYTHONPATH": _prepend(str(ROOT), os.environ.get("PYTHONPATH", "")),
+        "PATH": _prepend(str(Path(sys.executable).parent), os.environ.get("PATH", "")),
+    }
 
 
 def _prepend(path: str, paths: str) -> str:
@@ -265,8 +285,13 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT):
     from nbclient.exceptions import DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(Path(path).resolve().parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(Path(path).resolve().parent)}},
+    )
     try:
         client.execute(env=course_environment())
     except DeadKernelError as exc:
@@ -277,10 +302,12 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT):
 def main(argv=None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m grader.notebooks",
-                                     description="Execute notebooks and print what each test cell earned. Exits 0 "
-                                     "when every test cell earned its points, those of checks that need a GPU "
-                                     "excepted where there is none (they are pending).")
+    parser = argparse.ArgumentParser(
+        prog="python -m grader.notebooks",
+        description="Execute notebooks and print what each test cell earned. Exits 0 "
+        "when every test cell earned its points, those of checks that need a GPU "
+        "excepted where there is none (they are pending).",
+    )
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT, help="seconds per cell (default: 600)")
     args = parser.parse_args(argv)

@@ -109,8 +109,10 @@ def main(argv=None) -> int:
         print(f"Student pack (no solutions, no tests): {out}")
     else:
         out = gradescope(args.out or ROOT / "build" / "gradescope" / "autograder.zip", numbers)
-        print(f"Gradescope autograder: {out}\n  upload it as the assignment's autograder (base image Ubuntu 24.04);"
-              f" the grading seed is in it and in {out.parent / 'grading_seed'}")
+        print(
+            f"Gradescope autograder: {out}\n  upload it as the assignment's autograder (base image Ubuntu 24.04);"
+            f" the grading seed is in it and in {out.parent / 'grading_seed'}"
+        )
     return 0
 
 

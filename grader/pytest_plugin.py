@@ -23,8 +23,11 @@ POINTS = pytest.StashKey[dict]()
 
 def pytest_addoption(parser):
     group = parser.getgroup("course", "grading the course's exercises")
-    group.addoption("--target", default=None,
-                    help="grade this course folder (e.g. solutions) instead of the one holding the collected files")
+    group.addoption(
+        "--target",
+        default=None,
+        help="grade this course folder (e.g. solutions) instead of the one holding the collected files",
+    )
     group.addoption("--seed", type=int, default=None, help="random seed of the inputs (default: a fresh one)")
     group.addoption("--time-limit", type=float, default=None, help="seconds per check (default 120 on CPU, 300 on GPU)")
 

@@ -30,8 +30,11 @@ def pending_note(results, short: bool = False) -> str:
     points = sum(r.points for r in pending(results))
     if not points:
         return ""
-    need = f"{_fmt(points)} {'needs' if points == 1 else 'need'} a GPU" if short else \
-        f"{_fmt(points)} of them {'needs' if points == 1 else 'need'} a GPU: pending, not run here"
+    need = (
+        f"{_fmt(points)} {'needs' if points == 1 else 'need'} a GPU"
+        if short
+        else f"{_fmt(points)} of them {'needs' if points == 1 else 'need'} a GPU: pending, not run here"
+    )
     return f" ({need})"
 
 
@@ -65,26 +68,33 @@ def summary_table(graded) -> str:
 
 def gradescope(graded, header: str, seconds: float) -> str:
     """Gradescope's results.json for the graded exercises."""
-    tests = []
+    tests: list[dict] = []
     for exercise, results in graded:
         for r in results:
             if not 0 <= r.earned <= r.points:  # results come from the grader's side only: this is a grader bug
                 raise ValueError(f"{exercise.number} {r.name}: {r.earned} points earned of {r.points}")
-            tests.append({
-                "name": f"{exercise.number} {exercise.title}: {r.name}",
-                "number": f"{exercise.number}.{len([t for t in tests if t['number'].startswith(exercise.number)]) + 1}",
-                "score": r.earned,
-                "max_score": r.points,
-                "status": "passed" if r.status == "passed" else "failed",
-                "output": "\n".join(filter(None, [r.description, PENDING_TEXT if r.status == PENDING else r.message])),
-                "visibility": "visible",
-                "tags": [exercise.folder],
-            })
-    return json.dumps({
-        "score": sum(t["score"] for t in tests),
-        "execution_time": round(seconds, 1),
-        "output": header,
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": tests,
-    }, indent=2)
+            tests.append(
+                {
+                    "name": f"{exercise.number} {exercise.title}: {r.name}",
+                    "number": f"{exercise.number}.{len([t for t in tests if t['number'].startswith(exercise.number)]) + 1}",
+                    "score": r.earned,
+                    "max_score": r.points,
+                    "status": "passed" if r.status == "passed" else "failed",
+                    "output": "\n".join(
+                        filter(None, [r.description, PENDING_TEXT if r.status == PENDING else r.message])
+                    ),
+                    "visibility": "visible",
+                    "tags": [exercise.folder],
+                }
+            )
+    return json.dumps(
+        {
+            "score": sum(t["score"] for t in tests),
+            "execution_time": round(seconds, 1),
+            "output": header,
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": tests,
+        },
+        indent=2,
+    )

@@ -56,8 +56,7 @@ def _refused(exercise, target: Path) -> str:
     for ex in EXERCISES:
         path = target / ex.folder / f"{ex.module}.py"
         if path.is_file() and not path.is_symlink() and (ex is exercise or exercise.number > ex.number):
-            found += violations(path.read_text(errors="replace"), f"{ex.folder}/{path.name}",
-                                exercise.extra_imports)
+            found += violations(path.read_text(errors="replace"), f"{ex.folder}/{path.name}", exercise.extra_imports)
     return explain(found) if found else ""
 
 

@@ -19,6 +19,7 @@ file permissions. `isolation()` says which applies; the report header prints it.
 """
 
 import functools
+import io
 import json
 import os
 import select
@@ -38,8 +39,17 @@ from grader import zygote
 from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNTIME_FILES = ("__init__.py", "env.py", "shapes.py", "tuning.py", "loader.py", "harness.py", "wire.py",
-                 "serve.py", "fixtures.py")
+RUNTIME_FILES = (
+    "__init__.py",
+    "env.py",
+    "shapes.py",
+    "tuning.py",
+    "loader.py",
+    "harness.py",
+    "wire.py",
+    "serve.py",
+    "fixtures.py",
+)
 MAX_STUDENT_FILE = 4 << 20  # bytes: larger files are not copied into the sandbox
 OUTPUT_SHOWN = 2000  # characters of a student's printed output shown per check
 
@@ -68,13 +78,26 @@ mount --bind "$B" "$R/sandbox" || fail "/sandbox"
 SETUP_FAILED = zygote.SETUP_FAILED
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def isolation() -> str:
     """'namespaces' where the student process can be isolated as described above, else 'process'."""
     if os.name != "posix" or os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "chroot", "mount")):
         return "process"
-    probe = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--propagation", "private", "--",
-                            "sh", "-c", "mount -t tmpfs none /mnt"], capture_output=True)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "mount -t tmpfs none /mnt",
+        ],
+        capture_output=True,
+    )
     return "namespaces" if probe.returncode == 0 else "process"
 
 
@@ -82,8 +105,10 @@ def describe_isolation() -> str:
     if isolation() == "namespaces":
         return "student code runs in a sandbox (own user, own file tree, own process namespace)"
     reason = "not running as root" if os.name == "posix" and os.geteuid() != 0 else "no Linux namespaces here"
-    return (f"student code runs in a separate process with your permissions ({reason}); "
-            "grade for credit as root or in the container")
+    return (
+        f"student code runs in a separate process with your permissions ({reason}); "
+        "grade for credit as root or in the container"
+    )
 
 
 def _site_dirs() -> list:
@@ -147,10 +172,16 @@ class Zygote:
 
     def __init__(self, environment: dict):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-B", zygote.__file__, str(theirs.fileno())],
-                                     env=environment, cwd="/", stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", zygote.__file__, str(theirs.fileno())],
+            env=environment,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+        )
         theirs.close()
-        self.sock, self.exited = ours, {}
+        self.sock = ours
+        self.exited: dict[int, int] = {}  # pid: exit status
         self._receive("ready", time.monotonic() + 600)
 
     def fork(self, request: dict, fds) -> "Forked":
@@ -168,11 +199,13 @@ class Zygote:
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not select.select([self.sock], [], [], left)[0]:
+                assert left is not None  # select() without a timeout returns only when the socket is ready
                 raise subprocess.TimeoutExpired(kind, left)
             data = self.sock.recv(1 << 16)
             if not data:
-                raise RuntimeError(f"the grader's zygote process ended (status {self.proc.wait()}); "
-                                   "its error, if any, is above")
+                raise RuntimeError(
+                    f"the grader's zygote process ended (status {self.proc.wait()}); its error, if any, is above"
+                )
             message = json.loads(data)
             if "exited" in message:
                 self.exited[message["exited"]] = message["status"]
@@ -184,7 +217,8 @@ class Forked:
     """A student process forked by a Zygote: what the grader needs of subprocess.Popen."""
 
     def __init__(self, parent: Zygote, pid: int):
-        self.parent, self.pid, self.returncode = parent, pid, None
+        self.parent, self.pid = parent, pid
+        self.returncode: int | None = None
 
     def wait(self, timeout=None) -> int:
         if self.returncode is None:
@@ -192,7 +226,7 @@ class Forked:
         return self.returncode
 
 
-_ZYGOTES = {}
+_ZYGOTES: dict[tuple, Zygote] = {}
 
 
 def _zygote(environment: dict) -> Zygote:
@@ -264,11 +298,11 @@ class StudentProcess:
 
     def __init__(self, sandbox: Sandbox, exercise, device: str):
         self.sandbox, self.exercise, self.device = sandbox, exercise, device
-        self.proc = None
-        self.import_failure = None  # set once: an import that fails or hangs is charged once
-        self.deadline = None
+        self.proc: Forked | None = None
+        self.import_failure: Exception | None = None  # set once: an import that fails or hangs is charged once
+        self.deadline: float | None = None
         self.limit = 120.0
-        self.log = None
+        self.log: io.BufferedRandom | None = None
         self.log_read = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -278,29 +312,51 @@ class StudentProcess:
         rep_r, rep_w = os.pipe()
         self.log = open(self.sandbox.scratch / f"output-{self.exercise.number}.log", "a+b")  # noqa: SIM115
         box = self.sandbox
-        request = {"serve": box.student_path(box.base / "runtime" / "common" / "serve.py"),
-                   "cwd": box.student_path(box.scratch), "env": self._environment(), "sandbox": None}
+        request = {
+            "serve": box.student_path(box.base / "runtime" / "common" / "serve.py"),
+            "cwd": box.student_path(box.scratch),
+            "env": self._environment(),
+            "sandbox": None,
+        }
         if box.isolated:
             os.chown(self.log.name, box.uid, box.uid)
-            request["sandbox"] = {"script": _SETUP, "root": str(box.base / "root"), "base": str(box.base),
-                                  "uid": box.uid, "binds": _binds()}
+            request["sandbox"] = {
+                "script": _SETUP,
+                "root": str(box.base / "root"),
+                "base": str(box.base),
+                "uid": box.uid,
+                "binds": _binds(),
+            }
         try:
             self.proc = _zygote(self._base_environment()).fork(request, (req_r, rep_w, self.log.fileno()))
         finally:
             os.close(req_r)
             os.close(rep_w)
         self.requests, self.replies = req_w, rep_r
-        self._exchange({"op": "load", "course": box.student_path(box.base / "course"),
-                        "folder": self.exercise.folder, "module": self.exercise.module,
-                        "kernels_only": self.exercise.kernels_only}, [], loading=True)
+        self._exchange(
+            {
+                "op": "load",
+                "course": box.student_path(box.base / "course"),
+                "folder": self.exercise.folder,
+                "module": self.exercise.module,
+                "kernels_only": self.exercise.kernels_only,
+            },
+            [],
+            loading=True,
+        )
 
     def _base_environment(self) -> dict:
         """The environment of every student process on this device (the zygote's too)."""
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/nonexistent", "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs())}
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+            "HOME": "/nonexistent",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs()),
+        }
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME", "COURSE_COLD_START"):
             if name in os.environ:
                 env[name] = os.environ[name]
         return env
@@ -308,8 +364,12 @@ class StudentProcess:
     def _environment(self) -> dict:
         home = self.sandbox.student_path(self.sandbox.scratch)
         env = self._base_environment() | {
-            "HOME": home, "TMPDIR": "/tmp" if self.sandbox.isolated else home, "TRITON_CACHE_DIR": f"{home}/.triton",
-            "USER": "student", "LOGNAME": "student"}  # the sandbox user has no passwd entry: getpass asks these
+            "HOME": home,
+            "TMPDIR": "/tmp" if self.sandbox.isolated else home,
+            "TRITON_CACHE_DIR": f"{home}/.triton",
+            "USER": "student",
+            "LOGNAME": "student",
+        }  # the sandbox user has no passwd entry: getpass asks these
         if self.sandbox.isolated:
             env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
         if self.device == "cuda" and not self.exercise.timed:
@@ -355,10 +415,17 @@ class StudentProcess:
             self._start()
             if self.deadline is not None:
                 self.deadline += time.monotonic() - started
-        payloads = []
-        request = {"op": "call", "fn": fn, "folder": folder, "module": module, "guarded": guarded,
-                   "device": self.device, "args": wire.encode(list(args), payloads),
-                   "kwargs": wire.encode(dict(kwargs), payloads)}
+        payloads: list[bytes] = []
+        request = {
+            "op": "call",
+            "fn": fn,
+            "folder": folder,
+            "module": module,
+            "guarded": guarded,
+            "device": self.device,
+            "args": wire.encode(list(args), payloads),
+            "kwargs": wire.encode(dict(kwargs), payloads),
+        }
         if backward is not None:
             request |= {"backward": True, "grad": wire.encode(backward, payloads)}
         return self._exchange(request, payloads)
@@ -374,8 +441,9 @@ class StudentProcess:
                 self.import_failure = failure
             raise failure from None
         if not reply.get("ok") and isinstance(reply.get("missing"), str):
-            raise MissingFunction(f"{self.exercise.folder}/{self.exercise.module}.py does not define "
-                                  f"{reply['missing'][:100]}()")
+            raise MissingFunction(
+                f"{self.exercise.folder}/{self.exercise.module}.py does not define {reply['missing'][:100]}()"
+            )
         if not reply.get("ok"):
             error = StudentCodeFailed(reply.get("error") if isinstance(reply.get("error"), dict) else {})
             if loading:
@@ -391,9 +459,13 @@ class StudentProcess:
         except wire.ProtocolError as exc:
             self.stop()
             raise ProcessEnded(f"the student process sent a malformed reply ({exc})") from None
-        return Reply(value, _count(reply.get("launches")), _strings(reply.get("computed")),
-                     _strings(reply.get("problems")), {k: bytes(v.numpy()) if v is not None else None
-                                                        for k, v in contents.items()})
+        return Reply(
+            value,
+            _count(reply.get("launches")),
+            _strings(reply.get("computed")),
+            _strings(reply.get("problems")),
+            {k: bytes(v.numpy()) if v is not None else None for k, v in contents.items()},
+        )
 
     def _ended(self, exc, loading: bool) -> "ProcessEnded":
         timed_out = isinstance(exc, wire.Timeout)
@@ -406,8 +478,10 @@ class StudentProcess:
         self.stop()
         phase = "importing your module" if loading else "this call"
         if isinstance(exc, wire.ProtocolError):
-            return ProcessEnded(f"the student process broke the grader's protocol during {phase} ({exc}); "
-                                "did your code write to the grader's pipes?")
+            return ProcessEnded(
+                f"the student process broke the grader's protocol during {phase} ({exc}); "
+                "did your code write to the grader's pipes?"
+            )
         return ProcessEnded(why_it_died(returncode, timed_out, self.limit, self.sandbox.isolated, phase))
 
     def printed(self) -> str:
@@ -448,8 +522,11 @@ def why_it_died(returncode, timed_out: bool, limit: float, isolated: bool, phase
             "or a grid far larger than the problem. In the interpreter, a store outside its tensor "
             "can also corrupt memory and hang the process: check every mask."
         )
-    signum = -returncode if returncode is not None and returncode < 0 else (
-        returncode - 128 if isolated and returncode is not None and 128 < returncode < 160 else None)
+    signum = (
+        -returncode
+        if returncode is not None and returncode < 0
+        else (returncode - 128 if isolated and returncode is not None and 128 < returncode < 160 else None)
+    )
     if signum:
         try:
             name = signal.Signals(signum).name
@@ -459,5 +536,7 @@ def why_it_died(returncode, timed_out: bool, limit: float, isolated: bool, phase
             f"your process was killed by {name} during {phase}. "
             "Usual cause: a load or store outside its tensor (check every mask and offset)."
         )
-    return (f"your process exited (status {returncode}) during {phase}: did your code call exit() "
-            "or os._exit()? The grader needs it to return.")
+    return (
+        f"your process exited (status {returncode}) during {phase}: did your code call exit() "
+        "or os._exit()? The grader needs it to return."
+    )

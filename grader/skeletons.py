@@ -76,8 +76,12 @@ def expected_skeletons(root: Path = ROOT) -> dict:
 def _committed(path: Path, root: Path):
     """The text of `path` in git's HEAD, or None (no git, not a repository, or not committed)."""
     try:
-        proc = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{path.relative_to(root).as_posix()}"],
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["git", "-C", str(root), "show", f"HEAD:{path.relative_to(root).as_posix()}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -99,8 +103,12 @@ def replaceable(path: Path, new_text: str, root: Path = ROOT) -> bool:
     if committed_solution is not None and current == make_skeleton(committed_solution, str(solution)):
         return True
     committed = _committed(path, root)
-    return (committed is not None and current == committed and committed_solution is not None
-            and _stub_count(committed) >= committed_solution.count(BEGIN))
+    return (
+        committed is not None
+        and current == committed
+        and committed_solution is not None
+        and _stub_count(committed) >= committed_solution.count(BEGIN)
+    )
 
 
 def write_skeletons(root: Path = ROOT, out=None, force: bool = False) -> list:
@@ -135,18 +143,24 @@ def main(argv) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the skeletons under this folder instead")
     args = parser.parse_args(argv)
     if args.check:
-        drift = [str(p.relative_to(ROOT)) for p, text in expected_skeletons().items()
-                 if not p.exists() or p.read_text() != text]
+        drift = [
+            str(p.relative_to(ROOT))
+            for p, text in expected_skeletons().items()
+            if not p.exists() or p.read_text() != text
+        ]
         if drift:
             print("skeletons differ from what solutions/ generates (run `make skeletons`):\n  " + "\n  ".join(drift))
             return 1
         return 0
     refused = write_skeletons(out=args.out, force=args.force)
     if refused:
-        print("error: these files hold edits (a student's work?) and were left alone:\n  "
-              + "\n  ".join(_shown(p, ROOT) for p in refused)
-              + "\nTo write the skeletons elsewhere: make skeletons OUT=<folder>. To overwrite them, losing "
-                "the edits: make skeletons FORCE=1", file=sys.stderr)
+        print(
+            "error: these files hold edits (a student's work?) and were left alone:\n  "
+            + "\n  ".join(_shown(p, ROOT) for p in refused)
+            + "\nTo write the skeletons elsewhere: make skeletons OUT=<folder>. To overwrite them, losing "
+            "the edits: make skeletons FORCE=1",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -10,15 +10,71 @@ be switched off from the student's file.
 
 import ast
 
-BASE_IMPORTS = frozenset({"__future__", "math", "functools", "itertools", "typing", "dataclasses", "torch",
-                          "triton", "triton.language", "common", "common.env", "common.shapes", "common.tuning",
-                          "common.loader"})
-FORBIDDEN_NAMES = frozenset({"eval", "exec", "compile", "open", "__import__", "globals", "locals", "vars",
-                             "getattr", "setattr", "delattr", "breakpoint", "input", "help", "exit", "quit",
-                             "memoryview", "__builtins__"})
-FORBIDDEN_ATTRIBUTES = frozenset({"os", "sys", "subprocess", "builtins", "ctypes", "importlib", "inspect", "gc",
-                                  "ops", "library", "overrides", "modules", "system", "popen", "f_back",
-                                  "f_globals", "f_locals", "tb_frame", "gi_frame", "cr_frame", "run_path"})
+BASE_IMPORTS = frozenset(
+    {
+        "__future__",
+        "math",
+        "functools",
+        "itertools",
+        "typing",
+        "dataclasses",
+        "torch",
+        "triton",
+        "triton.language",
+        "common",
+        "common.env",
+        "common.shapes",
+        "common.tuning",
+        "common.loader",
+    }
+)
+FORBIDDEN_NAMES = frozenset(
+    {
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "__import__",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "breakpoint",
+        "input",
+        "help",
+        "exit",
+        "quit",
+        "memoryview",
+        "__builtins__",
+    }
+)
+FORBIDDEN_ATTRIBUTES = frozenset(
+    {
+        "os",
+        "sys",
+        "subprocess",
+        "builtins",
+        "ctypes",
+        "importlib",
+        "inspect",
+        "gc",
+        "ops",
+        "library",
+        "overrides",
+        "modules",
+        "system",
+        "popen",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "run_path",
+    }
+)
 ALLOWED_DUNDERS = frozenset({"__name__", "__doc__", "__init__", "__file__"})
 
 
@@ -63,6 +119,8 @@ def _forbidden_attribute(name: str) -> bool:
 def explain(found: list) -> str:
     """The message for a file that breaks the rules: all the checks of the exercise score 0."""
     shown = "\n".join(f"  {line}" for line in found[:5]) + ("\n  ..." if len(found) > 5 else "")
-    return ("graded code may only import torch, triton, math and the course's student runtime (common.env, "
-            "common.shapes, common.tuning, common.loader), and may not reach into Python's or PyTorch's "
-            f"internals; your file was not run:\n{shown}")
+    return (
+        "graded code may only import torch, triton, math and the course's student runtime (common.env, "
+        "common.shapes, common.tuning, common.loader), and may not reach into Python's or PyTorch's "
+        f"internals; your file was not run:\n{shown}"
+    )

@@ -28,9 +28,14 @@ def write_notebook_module(notebook: Path, module: Path) -> None:
 
 
 def _files(submission: Path) -> list:
-    return sorted(p for p in submission.rglob("*")
-                  if p.is_file() and not p.is_symlink() and p.stat().st_size <= MAX_FILE
-                  and not any(part.startswith(".") for part in p.relative_to(submission).parts))
+    return sorted(
+        p
+        for p in submission.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and p.stat().st_size <= MAX_FILE
+        and not any(part.startswith(".") for part in p.relative_to(submission).parts)
+    )
 
 
 def lay_out(submission: Path, target: Path) -> dict:

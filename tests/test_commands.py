@@ -12,7 +12,7 @@ from grader.__main__ import main as grade_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SOLUTION = '''\
+SOLUTION = """\
 import triton
 
 
@@ -27,12 +27,15 @@ def helper():
     ### BEGIN SOLUTION
     return 2
     ### END SOLUTION
-'''
+"""
 
 
 def _git(repo, *args):
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=course", "-c", "user.email=course@example.com", *args],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=course", "-c", "user.email=course@example.com", *args],
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -88,16 +91,31 @@ def test_skeletons_follow_an_edited_solution(course_repo):
 
 def test_make_skeletons_refuses_and_says_how(course_repo):
     """The command line, writing elsewhere (OUT=): a file edited there is refused, with the way out."""
-    proc = subprocess.run([sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "wrote" in proc.stdout, proc.stdout + proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and "wrote" not in proc.stdout  # nothing changed, nothing written
     stray = next((course_repo / "out").glob("*/*.py"))
     stray.write_text("# edited\n")
-    proc = subprocess.run([sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "FORCE=1" in proc.stderr and stray.read_text() == "# edited\n"
 
 
@@ -213,13 +231,20 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
 
-@pytest.mark.parametrize("hidden, command", [("torch", "grader 01"), ("torch", "grader.doctor"),
-                                             ("torch", "grader.notebooks x.ipynb"),
-                                             ("nbgrader", "grader.nbgrader release --course build/x")])
+@pytest.mark.parametrize(
+    "hidden, command",
+    [
+        ("torch", "grader 01"),
+        ("torch", "grader.doctor"),
+        ("torch", "grader.notebooks x.ipynb"),
+        ("nbgrader", "grader.nbgrader release --course build/x"),
+    ],
+)
 def test_entry_points_explain_a_python_without_the_course_packages(hidden, command):
     """`python -m ...` from a Python that lacks a package: which Python to use instead, no traceback."""
-    proc = subprocess.run([sys.executable, "-c", WITHOUT, hidden, *command.split()], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT, hidden, *command.split()], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     out = proc.stdout + proc.stderr
     module = command.split()[0]
     assert proc.returncode != 0 and "Traceback" not in out, out

@@ -32,7 +32,7 @@ def test_one_slip_loses_only_its_concept(exercise, mutant, tmp_path):
 @pytest.mark.parametrize("exercise", [e for e in EXERCISES if e.number in ("04", "06", "07")], ids=lambda e: e.folder)
 def test_lesson_table_matches_the_checks(exercise):
     lesson = (ROOT / "exercises" / exercise.folder / "README.md").read_text()
-    section = lesson[lesson.index("## What the grader checks"):]
+    section = lesson[lesson.index("## What the grader checks") :]
     table = {name: float(points) for name, points in ROW.findall(section)}
     assert table == {c.name: float(c.points) for c in exercise.checks}
     total = TOTAL.search(section)

@@ -7,8 +7,11 @@ from grader.runner import ROOT
 
 
 def test_readme_course_map_matches_the_grader():
-    rows = re.findall(r"^\| \[(\d\d_\w+)\]\(exercises/\1/README.md\) \| .* \| (\d+) \|$",
-                      (ROOT / "README.md").read_text(), re.MULTILINE)
+    rows = re.findall(
+        r"^\| \[(\d\d_\w+)\]\(exercises/\1/README.md\) \| .* \| (\d+) \|$",
+        (ROOT / "README.md").read_text(),
+        re.MULTILINE,
+    )
     assert [(f, float(p)) for f, p in rows] == [(ex.folder, ex.points) for ex in EXERCISES]
 
 

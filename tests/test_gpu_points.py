@@ -17,9 +17,17 @@ from grader.runner import ROOT
 
 
 def _results():
-    return [Result(name="fp16", points=2, earned=2.0, status="passed", message="", description="fp16 inputs"),
-            Result(name="bf16", points=3, earned=0.0, status="needs a GPU", description="bf16 inputs",
-                   message="runs only on a CUDA GPU")]
+    return [
+        Result(name="fp16", points=2, earned=2.0, status="passed", message="", description="fp16 inputs"),
+        Result(
+            name="bf16",
+            points=3,
+            earned=0.0,
+            status="needs a GPU",
+            description="bf16 inputs",
+            message="runs only on a CUDA GPU",
+        ),
+    ]
 
 
 def test_terminal_and_results_json_count_pending_checks_the_same_way():
@@ -36,10 +44,15 @@ def test_terminal_and_results_json_count_pending_checks_the_same_way():
 
 
 def _cell(grade_id, points, score, printed):
-    cell = nbf.new_code_cell("run_check_cell(...)", execution_count=1,
-                             metadata={"nbgrader": {"grade": True, "grade_id": grade_id, "points": points}})
-    cell.outputs = [nbf.new_output("stream", name="stdout", text=printed),
-                    nbf.new_output("execute_result", data={"text/plain": repr(score)}, execution_count=1)]
+    cell = nbf.new_code_cell(
+        "run_check_cell(...)",
+        execution_count=1,
+        metadata={"nbgrader": {"grade": True, "grade_id": grade_id, "points": points}},
+    )
+    cell.outputs = [
+        nbf.new_output("stream", name="stdout", text=printed),
+        nbf.new_output("execute_result", data={"text/plain": repr(score)}, execution_count=1),
+    ]
     return cell
 
 
@@ -66,7 +79,9 @@ def test_readme_states_the_gpu_only_points():
     gpu = {ex.number: sum(c.points for c in ex.checks if c.gpu_only) for ex in EXERCISES}
     gpu = {number: points for number, points in gpu.items() if points}
     total = sum(ex.points for ex in EXERCISES)
-    match = re.search(r"(\d+) of the (\d+) points are checks that need a GPU \(([^)]*)\)", (ROOT / "README.md").read_text())
+    match = re.search(
+        r"(\d+) of the (\d+) points are checks that need a GPU \(([^)]*)\)", (ROOT / "README.md").read_text()
+    )
     assert match, "README must say how many points need a GPU"
     stated = dict(re.findall(r"(\d\d): (\d+)", match.group(3)))
     assert (float(match.group(1)), float(match.group(2))) == (sum(gpu.values()), total)

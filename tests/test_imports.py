@@ -36,14 +36,20 @@ def _graph() -> dict:
 
 
 def test_common_never_imports_the_grader():
-    arrows = [(m, i) for m, imports in _graph().items() if m.startswith("common") for i in imports
-              if i.startswith("grader")]
+    arrows = [
+        (m, i) for m, imports in _graph().items() if m.startswith("common") for i in imports if i.startswith("grader")
+    ]
     assert not arrows, arrows
 
 
 def test_nothing_imports_solutions_or_exercises_as_modules():
-    arrows = [(_module(p), i) for package in PACKAGES for p in (ROOT / package).rglob("*.py")
-              for i in _imports(p) if i.split(".")[0] in ("solutions", "exercises")]
+    arrows = [
+        (_module(p), i)
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        for i in _imports(p)
+        if i.split(".")[0] in ("solutions", "exercises")
+    ]
     assert not arrows, arrows
 
 
@@ -61,7 +67,7 @@ def test_no_import_cycles():
     def visit(node, path):
         for nxt in graph[node]:
             if nxt in path:
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in done:
                 visit(nxt, path + [nxt])
         done.add(node)

@@ -73,12 +73,19 @@ def test_autograde_a_small_class(course, bug_points):
             solution.cells.remove(next(c for c in solution.cells if c.metadata.get("nbgrader", {}).get("grade")))
         _write(solution, course / "submitted/alice" / name)
         shutil.copytree(course / "release" / exercise.folder, course / "submitted/bob" / exercise.folder)
-    _write(_planted(course, "01_tiled_matmul", BUG.old, BUG.new), course / "submitted/carol/01_tiled_matmul/01_tiled_matmul.ipynb")
+    _write(
+        _planted(course, "01_tiled_matmul", BUG.old, BUG.new),
+        course / "submitted/carol/01_tiled_matmul/01_tiled_matmul.ipynb",
+    )
     killer = _planted(course, "03_online_softmax", "import torch\n", "import torch\nimport os\nos._exit(1)\n")
     _write(killer, course / "submitted/dave/03_online_softmax/03_online_softmax.ipynb")
     forger = _read(course / "release/01_tiled_matmul/01_tiled_matmul.ipynb")
-    forger.cells.insert(len(forger.cells) // 2, nbformat.v4.new_code_cell(
-        "import grader.notebooks\ngrader.notebooks.run_check_cell = lambda exercise, name, namespace: 10.0"))
+    forger.cells.insert(
+        len(forger.cells) // 2,
+        nbformat.v4.new_code_cell(
+            "import grader.notebooks\ngrader.notebooks.run_check_cell = lambda exercise, name, namespace: 10.0"
+        ),
+    )
     _write(forger, course / "submitted/eve/01_tiled_matmul/01_tiled_matmul.ipynb")
 
     status, output = _run("grader.nbgrader", "autograde", "--course", str(course))
@@ -176,10 +183,12 @@ def test_release_again_keeps_the_class_work(course, tmp_path):
             gradebook.add_student(student)
             gradebook.add_submission("01_tiled_matmul", student)
         before = _class(gradebook)
-    work = {live / "submitted/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
-            live / "autograded/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
-            live / "feedback/ann/01_tiled_matmul/01_tiled_matmul.html": "<p>",
-            live / "grades.csv": "student_id,score\n"}
+    work = {
+        live / "submitted/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
+        live / "autograded/ann/01_tiled_matmul/01_tiled_matmul.ipynb": "{}",
+        live / "feedback/ann/01_tiled_matmul/01_tiled_matmul.html": "<p>",
+        live / "grades.csv": "student_id,score\n",
+    }
     for path, text in work.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -37,7 +37,7 @@ def _runs(texts, length=3) -> set:
     runs = set()
     for text in texts:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        runs |= {"\n".join(lines[i:i + length]) for i in range(len(lines) - length + 1)}
+        runs |= {"\n".join(lines[i : i + length]) for i in range(len(lines) - length + 1)}
     return runs
 
 
@@ -54,8 +54,9 @@ def test_gradescope_autograder_grades_a_submission_with_the_instructor_seed(tmp_
     shutil.copy(ROOT / "solutions" / "01_tiled_matmul" / "matmul.py", submission)
     env = os.environ | {"AUTOGRADER": str(tmp_path), "PYTHON": sys.executable}
     env.pop("COURSE_GRADING_SEED")
-    run = subprocess.run(["bash", str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        ["bash", str(tmp_path / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     results = json.loads((tmp_path / "results" / "results.json").read_text())
     assert results["score"] == 10 and "424242" not in json.dumps(results) + run.stdout

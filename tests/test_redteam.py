@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import grader.runner
-from grader import sandbox
 from common import env
+from grader import sandbox
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
 from grader.sandbox import isolation
@@ -33,7 +33,8 @@ LIMIT = 60 if env.setup().gpu else 20  # seconds per check: on a GPU a fresh pro
 ISOLATED = isolation() == "namespaces"
 needs_sandbox = pytest.mark.skipif(
     not ISOLATED and not os.environ.get("COURSE_REQUIRE_SANDBOX"),
-    reason="the file-system attacks are stopped by the sandbox, which needs root and Linux namespaces")
+    reason="the file-system attacks are stopped by the sandbox, which needs root and Linux namespaces",
+)
 
 
 def submission(tmp_path: Path, attack: str, at_import: str = "") -> Path:
@@ -43,7 +44,8 @@ def submission(tmp_path: Path, attack: str, at_import: str = "") -> Path:
     body = textwrap.indent(textwrap.dedent(attack).strip(), " " * 8)
     (folder / "safe_softmax.py").write_text(
         textwrap.dedent(at_import) + SOLUTION + "\n\nhonest_softmax = softmax\n\n\ndef softmax(x):\n"
-        f"    if tuple(x.shape) == (4, 300):\n{body}\n    return honest_softmax(x)\n")
+        f"    if tuple(x.shape) == (4, 300):\n{body}\n    return honest_softmax(x)\n"
+    )
     return folder.parent
 
 
@@ -79,12 +81,17 @@ def processes(uid=None, marker: bytes = None) -> list:
 
 
 # ----------------------------------------------------------------------------- only kernels compute
-@pytest.mark.parametrize("answer,op", [
-    ("torch.softmax(x.float(), -1).to(x.dtype)", "torch.softmax"),
-    ("(x.float().exp() / x.float().exp().sum(-1, keepdim=True)).to(x.dtype)", "torch.Tensor.exp"),
-    ("torch.nn.functional.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None])[0, 0]",
-     "scaled_dot_product_attention"),
-])
+@pytest.mark.parametrize(
+    "answer,op",
+    [
+        ("torch.softmax(x.float(), -1).to(x.dtype)", "torch.softmax"),
+        ("(x.float().exp() / x.float().exp().sum(-1, keepdim=True)).to(x.dtype)", "torch.Tensor.exp"),
+        (
+            "torch.nn.functional.scaled_dot_product_attention(x[None, None], x[None, None], x[None, None])[0, 0]",
+            "scaled_dot_product_attention",
+        ),
+    ],
+)
 def test_a_pytorch_answer_passed_through_a_kernel_earns_nothing(tmp_path, answer, op):
     course = submission(tmp_path, f"return honest_softmax(x) * 0 + {answer}")
     result = grade(course)
@@ -95,13 +102,23 @@ def test_a_pytorch_answer_passed_through_a_kernel_earns_nothing(tmp_path, answer
 TORCH_ANSWERS = {
     "01": ("matmul", "(a.float() @ b.float()).to(a.dtype)", "a, b"),
     "03": ("online_softmax", "(torch.softmax(x.float(), -1).to(x.dtype), torch.logsumexp(x.float(), -1))", "x"),
-    "04": ("flash_attention_forward", "(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
-           "scale=sm_scale), honest(q, k, v, causal, sm_scale)[1])", "q, k, v, causal=False, sm_scale=None"),
+    "04": (
+        "flash_attention_forward",
+        "(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
+        "scale=sm_scale), honest(q, k, v, causal, sm_scale)[1])",
+        "q, k, v, causal=False, sm_scale=None",
+    ),
     "05": ("attention_backward_preprocess", "(o.float() * do.float()).sum(-1)", "o, do"),
-    "06": ("attention_backward_dkdv", "torch_grads(q, k, v, do, causal, sm_scale)[1:]",
-           "q, k, v, do, lse, delta, causal=False, sm_scale=None"),
-    "07": ("attention_backward_dq", "torch_grads(q, k, v, do, causal, sm_scale)[0]",
-           "q, k, v, do, lse, delta, causal=False, sm_scale=None"),
+    "06": (
+        "attention_backward_dkdv",
+        "torch_grads(q, k, v, do, causal, sm_scale)[1:]",
+        "q, k, v, do, lse, delta, causal=False, sm_scale=None",
+    ),
+    "07": (
+        "attention_backward_dq",
+        "torch_grads(q, k, v, do, causal, sm_scale)[0]",
+        "q, k, v, do, lse, delta, causal=False, sm_scale=None",
+    ),
 }
 TORCH_GRADS = """
 def torch_grads(q, k, v, do, causal, sm_scale):
@@ -120,21 +137,26 @@ def test_every_exercise_refuses_a_pytorch_answer(tmp_path, number):
         shutil.copytree(ROOT / "solutions" / ex, tmp_path / ex, dirs_exist_ok=True)
     module = tmp_path / exercise.folder / f"{exercise.module}.py"
     arguments = ", ".join(p.split("=")[0] for p in params.split(", "))
-    module.write_text(module.read_text() + TORCH_GRADS + f"\n\nhonest = {name}\n\n\ndef {name}({params}):\n"
-                      f"    honest({arguments})\n    return {answer}\n")
+    module.write_text(
+        module.read_text() + TORCH_GRADS + f"\n\nhonest = {name}\n\n\ndef {name}({params}):\n"
+        f"    honest({arguments})\n    return {answer}\n"
+    )
     first = exercise.checks[0].name
     (result,) = grade_exercise(exercise, tmp_path, seed=11, time_limit=LIMIT, only=(first,))
     assert result.earned == 0 and "outside a Triton kernel" in result.message, result.message
 
 
 def test_a_tensor_subclass_cannot_fake_equality(tmp_path, monkeypatch):
-    course = submission(tmp_path, """
+    course = submission(
+        tmp_path,
+        """
         class Liar(torch.Tensor):
             @classmethod
             def __torch_function__(cls, func, types, args=(), kwargs=None):
                 return torch.zeros(())
         return torch.empty_like(x).as_subclass(Liar)
-    """)
+    """,
+    )
     assert grade(course).earned == 0
     result = grade(course, static_rules=False, monkeypatch=monkeypatch)
     assert result.earned == 0 and result.status == "failed"  # only numbers reached the grader
@@ -160,12 +182,16 @@ def test_the_grader_and_references_are_absent_from_the_sandbox(tmp_path, monkeyp
 
 
 def test_patching_torch_in_the_student_process_changes_nothing_here(tmp_path, monkeypatch):
-    course = submission(tmp_path, "honest_softmax(x)\nreturn torch.empty_like(x)", at_import="""
+    course = submission(
+        tmp_path,
+        "honest_softmax(x)\nreturn torch.empty_like(x)",
+        at_import="""
         import torch
         torch.allclose = lambda *a, **k: True
         torch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)
         torch.isnan = lambda t: torch.zeros_like(t, dtype=torch.bool)
-    """)
+    """,
+    )
     result = grade(course, static_rules=False, monkeypatch=monkeypatch)
     assert result.earned == 0 and "NaN" in result.message
 
@@ -183,18 +209,21 @@ while True:
 """
 
 
-@pytest.mark.parametrize("attack,says", [
-    ("import sys\nsys.exit(0)", "SystemExit"),
-    ("raise SystemExit(0)", "SystemExit"),
-    ("raise KeyboardInterrupt", "KeyboardInterrupt"),
-    ("import os\nos._exit(0)", "exited (status 0)"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "SIGKILL"),
-    (FORGE.format(message="b'\\xff' * 64"), "protocol"),
-    (FORGE.format(message="(10).to_bytes(8, 'little') + (0).to_bytes(8, 'little') + b'{\"ok\": tru'"), "protocol"),
-    ("while True:\n    print('x' * 1000)", "File too large"),
-    ("while True:\n    pass", f"timed out after {LIMIT} s during this call"),
-])
+@pytest.mark.parametrize(
+    "attack,says",
+    [
+        ("import sys\nsys.exit(0)", "SystemExit"),
+        ("raise SystemExit(0)", "SystemExit"),
+        ("raise KeyboardInterrupt", "KeyboardInterrupt"),
+        ("import os\nos._exit(0)", "exited (status 0)"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "SIGKILL"),
+        (FORGE.format(message="b'\\xff' * 64"), "protocol"),
+        (FORGE.format(message="(10).to_bytes(8, 'little') + (0).to_bytes(8, 'little') + b'{\"ok\": tru'"), "protocol"),
+        ("while True:\n    print('x' * 1000)", "File too large"),
+        ("while True:\n    pass", f"timed out after {LIMIT} s during this call"),
+    ],
+)
 def test_exits_signals_and_broken_messages_cost_one_check(tmp_path, monkeypatch, attack, says):
     result = grade(submission(tmp_path, attack), static_rules=False, limit=LIMIT, monkeypatch=monkeypatch)
     assert result.earned == 0 and says in result.message, result.message
@@ -202,12 +231,15 @@ def test_exits_signals_and_broken_messages_cost_one_check(tmp_path, monkeypatch,
 
 @needs_sandbox
 def test_a_fork_bomb_is_capped(tmp_path, monkeypatch):
-    course = submission(tmp_path, """
+    course = submission(
+        tmp_path,
+        """
         import os, time
         while True:
             if os.fork() == 0:
                 time.sleep(600)
-    """)
+    """,
+    )
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
     # only the attacked check: its sleeping children stay until the process ends, and a GPU's compiler
     # needs processes of its own for the next check
@@ -233,12 +265,16 @@ def test_an_exit_at_import_fails_every_check_with_its_reason(tmp_path, monkeypat
 
 # ----------------------------------------------------------------------------- nothing to read or write
 @needs_sandbox
-@pytest.mark.parametrize("attack", [
-    "open(%r, 'a').write('\\nimport os\\n')" % str(ROOT / "grader" / "core.py"),
-    "import os\nos.makedirs(%r, exist_ok=True)\nopen(%r, 'wb').write(b'x')"
-    % (str(ROOT / "grader" / "__pycache__"), str(ROOT / "grader" / "__pycache__" / "core.cpython-311.pyc")),
-    "open(%r, 'w').write('def softmax(x):\\n    return x\\n')" % str(ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py"),
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        f"open({str(ROOT / 'grader' / 'core.py')!r}, 'a').write('\\nimport os\\n')",
+        f"import os\nos.makedirs({str(ROOT / 'grader' / '__pycache__')!r}, exist_ok=True)\n"
+        f"open({str(ROOT / 'grader' / '__pycache__' / 'core.cpython-311.pyc')!r}, 'wb').write(b'x')",
+        f"open({str(ROOT / 'solutions' / '02_safe_softmax' / 'safe_softmax.py')!r}, 'w')"
+        ".write('def softmax(x):\\n    return x\\n')",
+    ],
+)
 def test_the_course_files_are_out_of_reach(tmp_path, monkeypatch, attack):
     before = repository_state()
     result = grade(submission(tmp_path, attack), static_rules=False, monkeypatch=monkeypatch)
@@ -260,7 +296,9 @@ def test_the_seed_and_the_results_file_are_out_of_reach(tmp_path):
     --json path) in /proc, starts a detached process to rewrite results.json after the grader has
     finished, and writes to the grader's stdout."""
     out = tmp_path / "results.json"
-    course = submission(tmp_path, f"""
+    course = submission(
+        tmp_path,
+        f"""
         import os, subprocess
         seen = [open(f'/proc/{{p}}/cmdline', 'rb').read() for p in os.listdir('/proc') if p.isdigit()]
         if any(b'--json' in s or b'--seed' in s for s in seen):
@@ -268,15 +306,32 @@ def test_the_seed_and_the_results_file_are_out_of_reach(tmp_path):
         subprocess.Popen(['sh', '-c', 'sleep 3; echo forged > {out}'], start_new_session=True)
         os.write(1, b'Total: 10/10 (forged)')
         return honest_softmax(x)
-    """)
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    """,
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sys
         import grader.runner
         grader.runner._refused = lambda exercise, target: ""
         from grader.__main__ import main
         sys.exit(main(sys.argv[1:]))
-    """), "02", "--target", str(course), "--seed", "11", "--json", str(out)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    """),
+            "02",
+            "--target",
+            str(course),
+            "--seed",
+            "11",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     assert "forged" not in run.stdout and "found the grader" not in run.stdout
     time.sleep(5)  # the detached process would have written by now
@@ -295,7 +350,9 @@ def test_no_process_survives_grading(tmp_path, monkeypatch, level):
         pytest.skip("the sandbox needs root and Linux namespaces")
     monkeypatch.setattr(grader.sandbox, "isolation", lambda: level)
     marker = f"sleep 31{len(level)}"
-    course = submission(tmp_path, f"""
+    course = submission(
+        tmp_path,
+        f"""
         import os, subprocess
         subprocess.Popen(['sh', '-c', '{marker}'], start_new_session=True)
         if os.fork() == 0:
@@ -304,7 +361,8 @@ def test_no_process_survives_grading(tmp_path, monkeypatch, level):
                 os.execvp('sh', ['sh', '-c', '{marker}; :'])
             os._exit(0)
         return honest_softmax(x)
-    """)
+    """,
+    )
     grade(course, static_rules=False, monkeypatch=monkeypatch)
     assert not processes(marker=marker.encode())
 

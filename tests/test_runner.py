@@ -11,7 +11,7 @@ from grader.__main__ import main as grade_main
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
 
-HOSTILE_MATMUL = (ROOT / "solutions" / "01_tiled_matmul" / "matmul.py").read_text() + textwrap.dedent('''
+HOSTILE_MATMUL = (ROOT / "solutions" / "01_tiled_matmul" / "matmul.py").read_text() + textwrap.dedent("""
 
     import os, signal, time
 
@@ -30,7 +30,7 @@ HOSTILE_MATMUL = (ROOT / "solutions" / "01_tiled_matmul" / "matmul.py").read_tex
             honest_matmul(a, b)
             return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
         return honest_matmul(a, b)
-''')
+""")
 
 
 @pytest.fixture
@@ -55,7 +55,8 @@ def test_hang_crash_and_wrong_outputs_are_contained(hostile_course):
 def test_pytorch_only_answer_earns_nothing(tmp_path):
     (tmp_path / "02_safe_softmax").mkdir()
     (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
-        "import torch\n\ndef softmax(x):\n    return torch.softmax(x.float(), -1).nan_to_num().to(x.dtype)\n")
+        "import torch\n\ndef softmax(x):\n    return torch.softmax(x.float(), -1).nan_to_num().to(x.dtype)\n"
+    )
     results = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)
     assert all(r.earned == 0 and "called torch.softmax" in r.message for r in results)
 
@@ -69,8 +70,7 @@ def test_an_answer_without_a_kernel_launch_earns_nothing(tmp_path):
 
 def test_an_exception_is_located_in_the_student_file(tmp_path):
     (tmp_path / "02_safe_softmax").mkdir()
-    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
-        "def softmax(x):\n    return x.view(3, -1, 7)\n")
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("def softmax(x):\n    return x.view(3, -1, 7)\n")
     result = grade_exercise(find("02"), tmp_path, seed=7, time_limit=30)[0]
     assert result.message.startswith("your code raised RuntimeError: shape '[3, -1, 7]' is invalid")
     assert "at 02_safe_softmax/safe_softmax.py:2: return x.view(3, -1, 7)" in result.message
@@ -93,8 +93,12 @@ def test_missing_function_is_named(tmp_path):
 def test_cli_grades_other_exercises_after_a_crash_and_writes_gradescope_json(hostile_course, tmp_path, capsys):
     shutil.copytree(ROOT / "solutions" / "03_online_softmax", hostile_course / "03_online_softmax")
     out = tmp_path / "results.json"
-    assert grade_main(["01", "03", "--target", str(hostile_course), "--seed", "5",
-                       "--time-limit", "40", "--json", str(out)]) == 0
+    assert (
+        grade_main(
+            ["01", "03", "--target", str(hostile_course), "--seed", "5", "--time-limit", "40", "--json", str(out)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "Seed: 5" in printed and "Summary" in printed
     data = json.loads(out.read_text())
@@ -108,10 +112,13 @@ def test_cli_grades_other_exercises_after_a_crash_and_writes_gradescope_json(hos
     assert data["score"] == sum(t["score"] for t in data["tests"]) == 10 + 1
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["99"], "no exercise '99'"),
-    (["01", "--target", "/nonexistent/course"], "is not a directory"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["99"], "no exercise '99'"),
+        (["01", "--target", "/nonexistent/course"], "is not a directory"),
+    ],
+)
 def test_bad_arguments_are_named(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         grade_main(argv)
@@ -123,6 +130,16 @@ def test_library_code_runs_as_the_sandbox_user(tmp_path, monkeypatch):
     monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
     (tmp_path / "02_safe_softmax").mkdir()
     solution = (ROOT / "solutions" / "02_safe_softmax" / "safe_softmax.py").read_text()
-    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text("import getpass\nUSER = getpass.getuser()\n" + solution)
+    (tmp_path / "02_safe_softmax" / "safe_softmax.py").write_text(
+        "import getpass\nUSER = getpass.getuser()\n" + solution
+    )
     (result,) = grade_exercise(find("02"), tmp_path, seed=7, time_limit=60, only=("short_rows",))
+    assert result.status == "passed", result.message
+
+
+def test_a_cold_start_grades_the_same(monkeypatch):
+    """COURSE_COLD_START=1: student processes import torch and triton after the fork, as a fresh
+    interpreter would (the fallback should a platform not allow a warm fork)."""
+    monkeypatch.setenv("COURSE_COLD_START", "1")
+    (result,) = grade_exercise(find("02"), ROOT / "solutions", seed=7, time_limit=60, only=("short_rows",))
     assert result.status == "passed", result.message

@@ -7,8 +7,13 @@ A tensor made on the CPU next to CUDA inputs breaks a diagnosis on a GPU only. I
 import pytest
 import torch
 
-from grader.checks import (ex01_tiled_matmul, ex02_safe_softmax, ex03_online_softmax, ex05_backward_preprocess,
-                           ex08_benchmarks)
+from grader.checks import (
+    ex01_tiled_matmul,
+    ex02_safe_softmax,
+    ex03_online_softmax,
+    ex05_backward_preprocess,
+    ex08_benchmarks,
+)
 
 
 def _meta(*shape):

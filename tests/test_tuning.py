@@ -11,8 +11,10 @@ from common import tuning
 from common.loader import load_module
 from grader.runner import ROOT
 
-CONFIGS = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=4, num_stages=s)
-           for m, n, s in [(64, 32, 3), (64, 64, 3), (128, 64, 3), (128, 128, 3), (32, 64, 3)]]
+CONFIGS = [
+    triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=4, num_stages=s)
+    for m, n, s in [(64, 32, 3), (64, 64, 3), (128, 64, 3), (128, 128, 3), (32, 64, 3)]
+]
 SHARED_MEMORY = {"H200 (sm90)": 232448, "A100 (sm80)": 166912, "T4 (sm75)": 65536}  # bytes per block, opt-in
 KERNELS = {  # kernel: (solution file, resident block, streamed block, tiles resident, tiles streamed)
     "_attn_fwd_tuned": ("04_flash_forward/flash_forward.py", "BLOCK_M", "BLOCK_N", 1, 2),
@@ -24,8 +26,12 @@ KERNELS = {  # kernel: (solution file, resident block, streamed block, tiles res
 @pytest.fixture
 def gpu(monkeypatch):
     def fake(shared_memory):
-        monkeypatch.setattr(torch.cuda, "get_device_properties",
-                            lambda device: types.SimpleNamespace(shared_memory_per_block_optin=shared_memory))
+        monkeypatch.setattr(
+            torch.cuda,
+            "get_device_properties",
+            lambda device: types.SimpleNamespace(shared_memory_per_block_optin=shared_memory),
+        )
+
     return fake
 
 
@@ -74,7 +80,7 @@ def test_every_course_kernel_has_a_config_that_fits(gpu, kernel, name):
 
 
 def test_grading_tries_one_config(gpu, monkeypatch):
-    tuner = getattr(load_module(ROOT / "solutions" / KERNELS["_attn_fwd_tuned"][0]), "_attn_fwd_tuned")
+    tuner = load_module(ROOT / "solutions" / KERNELS["_attn_fwd_tuned"][0])._attn_fwd_tuned
     gpu(SHARED_MEMORY["H200 (sm90)"])
     args = {"q_ptr": torch.empty(1, dtype=torch.float16), "N": 4096}
     assert len(tuner.early_config_prune(tuner.configs, args, HEAD_DIM=64)) > 1

@@ -36,8 +36,15 @@ def test_a_tensor_subclass_arrives_as_a_plain_tensor():
     assert type(y) is torch.Tensor
 
 
-@pytest.mark.parametrize("tree", [{"tensor": {"dtype": "object", "shape": [1], "stride": [1]}},
-                                  {"float": "1e999"}, {"pickle": "..."}, ["not", "a", "value"]])
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"tensor": {"dtype": "object", "shape": [1], "stride": [1]}},
+        {"float": "1e999"},
+        {"pickle": "..."},
+        ["not", "a", "value"],
+    ],
+)
 def test_malformed_values_are_refused(tree):
     with pytest.raises(wire.ProtocolError):
         wire.decode(tree, [b"\0" * 8])

@@ -27,9 +27,9 @@ import triton
 import triton.language as tl
 
 from common.env import interpreting
+from common.loader import load_sibling
 from common.shapes import check_attention_tensors, check_row_statistics
 from common.tuning import autotune, shared_memory_pruner
-from common.loader import load_sibling
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 

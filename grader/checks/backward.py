@@ -11,14 +11,13 @@ import math
 import torch
 
 from common import reference
-from grader.checks import layouts
 from common.compare import CheckFailed, expect_close
 from common.tolerance import allowed_error
+from grader.checks import layouts
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 BLOCK_GUESSES = (16, 32, 64, 128)  # block sizes a student's kernel may use, to recognise bugs tied to one
-
 
 
 # ----------------------------------------------------------------------------- a backward case
@@ -31,8 +30,22 @@ class BackwardCase:
     gradients (for checks that only compare the kernel with itself).
     """
 
-    def __init__(self, ctx, B, H, N, d, causal, tag, dtype=torch.float16, strided=False, sm_scale=None,
-                 qk_magnitude=1.0, negative=False, grads=True):
+    def __init__(
+        self,
+        ctx,
+        B,
+        H,
+        N,
+        d,
+        causal,
+        tag,
+        dtype=torch.float16,
+        strided=False,
+        sm_scale=None,
+        qk_magnitude=1.0,
+        negative=False,
+        grads=True,
+    ):
         self.causal, self.sm_scale, self.dtype = causal, sm_scale, dtype
         shape = (B, H, N, d)
         if negative:
@@ -81,8 +94,9 @@ class BackwardCase:
         """[N, N] bool: query i (row) sees key j (column)."""
         return visible(self.N, self.causal if causal is None else causal)
 
-    def simulate(self, see=None, score_factor=1.0, lse_factor=1.0, use_delta=True, grad_scale=None,
-                 scale=None, tensors=None):
+    def simulate(
+        self, see=None, score_factor=1.0, lse_factor=1.0, use_delta=True, grad_scale=None, scale=None, tensors=None
+    ):
         """(dq, dk, dv) in float64 on the CPU, computed tile-free from the given lse and delta, with knobs
         that reproduce known bugs: P = exp(score_factor * S - lse_factor * lse) on the keys `see`,
         dS without delta, dK and dQ scaled by grad_scale instead of sm_scale."""
@@ -100,8 +114,10 @@ class BackwardCase:
 
     def dense_tensors(self):
         """q, k, v, do reinterpreted as contiguous [B, H, N, d]: what a kernel ignoring strides reads."""
-        return [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride())
-                for t in (self.q, self.k, self.v, self.do)]
+        return [
+            torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride())
+            for t in (self.q, self.k, self.v, self.do)
+        ]
 
 
 def visible(n, causal):
@@ -116,39 +132,51 @@ def common_suspects(case, which: int, name: str):
     out = {
         "lse is used in natural-log units inside exp2: convert it where you load it (lse * LOG2E), "
         "since exp2(x) = exp(x * ln 2)": sim(lse_factor=LN2)[which],
-        "the scores and lse carry log2(e) but go through exp: use tl.math.exp2 (or drop log2(e) from both)":
-            sim(score_factor=LOG2E, lse_factor=LOG2E)[which],
-        "exp2 is used but log2(e) is not folded into the scale: use qk_scale = sm_scale * log2(e) for the "
-        "scores": sim(score_factor=LN2)[which],
+        "the scores and lse carry log2(e) but go through exp: use tl.math.exp2 (or drop log2(e) from both)": sim(
+            score_factor=LOG2E, lse_factor=LOG2E
+        )[which],
+        "exp2 is used but log2(e) is not folded into the scale: use qk_scale = sm_scale * log2(e) for the scores": sim(
+            score_factor=LN2
+        )[which],
     }
     if which != 2:  # dV does not involve dS or sm_scale
         out["delta is not subtracted: dS = P * (dP - delta), not P * dP"] = sim(use_delta=False)[which]
-        out[f"sm_scale is missing on {name}: {name} = sm_scale * (sum of dS products); apply it once after the "
-            "loop"] = sim(grad_scale=1.0)[which]
-        out[f"sm_scale is applied twice to {name}"] = sim(grad_scale=case.scale ** 2)[which]
-        out[f"{name} is scaled by qk_scale = sm_scale * log2(e) instead of sm_scale: the log2(e) factor belongs "
-            "to the exponent only"] = sim(grad_scale=case.scale * LOG2E)[which]
+        out[
+            f"sm_scale is missing on {name}: {name} = sm_scale * (sum of dS products); apply it once after the loop"
+        ] = sim(grad_scale=1.0)[which]
+        out[f"sm_scale is applied twice to {name}"] = sim(grad_scale=case.scale**2)[which]
+        out[
+            f"{name} is scaled by qk_scale = sm_scale * log2(e) instead of sm_scale: the log2(e) factor belongs "
+            "to the exponent only"
+        ] = sim(grad_scale=case.scale * LOG2E)[which]
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead"] = sim(
-            scale=reference.default_scale(case.q.shape[-1]))[which]
+            scale=reference.default_scale(case.q.shape[-1])
+        )[which]
     if not all(t.is_contiguous() for t in (case.q, case.k, case.v, case.do)):
-        out["the strides are ignored: q, k, v, do are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
-            "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = sim(
-            tensors=case.dense_tensors())[which]
+        out[
+            "the strides are ignored: q, k, v, do are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
+            "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"
+        ] = sim(tensors=case.dense_tensors())[which]
     names = {"q": case.q, "k": case.k, "v": case.v, "do": case.do}
     for a, t in names.items():
         for b, u in names.items():
             if a != b and t.stride() != u.stride():
                 read = dict(names, **{a: torch.as_strided(t, t.shape, u.stride())})
-                out[f"{a} is read with the strides of {b}: pass each tensor's own strides ({a}.stride() for {a}) "
-                    f"and address {a} with them"] = sim(tensors=list(read.values()))[which]
+                out[
+                    f"{a} is read with the strides of {b}: pass each tensor's own strides ({a}.stride() for {a}) "
+                    f"and address {a} with them"
+                ] = sim(tensors=list(read.values()))[which]
     if case.causal:
         out["the causal mask is missing: keys j > i get P > 0"] = sim(see=case.visible(causal=False))[which]
         out["the causal mask hides the diagonal: query i sees key j = i (keep offs_m >= offs_n, not >)"] = sim(
-            see=case.visible() & ~torch.eye(case.N, dtype=torch.bool))[which]
+            see=case.visible() & ~torch.eye(case.N, dtype=torch.bool)
+        )[which]
     else:
-        out["a causal mask is applied although causal=False: the non-causal path must not mask (Triton's "
-            "tutorial had this bug)"] = sim(see=case.visible(causal=True))[which]
+        out[
+            "a causal mask is applied although causal=False: the non-causal path must not mask (Triton's "
+            "tutorial had this bug)"
+        ] = sim(see=case.visible(causal=True))[which]
     return out
 
 
@@ -159,8 +187,7 @@ def expect_grad(case, name, out, which, blocks, suspects, diagnose):
     try:
         expect_close(what, out, ref, lowp, case.dtype, blocks=blocks)
     except CheckFailed:
-        expect_close(what, out, ref, lowp, case.dtype, blocks=blocks, suspects=suspects(),
-                     diagnose=diagnose)
+        expect_close(what, out, ref, lowp, case.dtype, blocks=blocks, suspects=suspects(), diagnose=diagnose)
 
 
 def is_close(case, out, which) -> bool:
@@ -172,26 +199,34 @@ def is_close(case, out, which) -> bool:
 def nan_advice(case, name, padded="keys"):
     """Advice for NaN in a gradient. padded: which padded rows can cause it in this kernel ("keys" in
     exercise 07, where a padded key's P joins a real row; "queries" in 06, where it cannot)."""
-    advice = (f"NaN in {name}: an inf met a zero, or exp2(-inf - (-inf)). Load every tile with its rows masked "
-              "and other=0.0 (never -inf), lse and delta included")
+    advice = (
+        f"NaN in {name}: an inf met a zero, or exp2(-inf - (-inf)). Load every tile with its rows masked "
+        "and other=0.0 (never -inf), lse and delta included"
+    )
     if case.N % min(BLOCK_GUESSES) == 0 and all(case.N % b == 0 for b in BLOCK_GUESSES if b <= case.N):
         return advice + "; N is a multiple of the blocks here, so look for an exp2 of an unshifted score or a division"
     if padded == "keys":
-        advice += (f"; here N={case.N} is not a multiple of the block: a padded key (j >= N) has score 0 and "
-                   "P = exp2(0 - lse), which overflows fp16 when a row's scores are all very negative, and inf "
-                   "times K = 0 is NaN: give the padded keys P = 0 (mask them, keys < N)")
+        advice += (
+            f"; here N={case.N} is not a multiple of the block: a padded key (j >= N) has score 0 and "
+            "P = exp2(0 - lse), which overflows fp16 when a row's scores are all very negative, and inf "
+            "times K = 0 is NaN: give the padded keys P = 0 (mask them, keys < N)"
+        )
     else:
-        advice += (f"; here N={case.N} is not a multiple of the block. Padded keys cannot cause it (their rows of "
-                   "dK and dV are never stored), but a padded query row can: it must load q, dO, lse and delta "
-                   "as 0 (mask rows < N, other=0.0), so that P * dO and P * (dP - delta) add exactly 0")
+        advice += (
+            f"; here N={case.N} is not a multiple of the block. Padded keys cannot cause it (their rows of "
+            "dK and dV are never stored), but a padded query row can: it must load q, dO, lse and delta "
+            "as 0 (mask rows < N, other=0.0), so that P * dO and P * (dP - delta) add exactly 0"
+        )
     return advice
 
 
 def scale_advice(case, name, factor):
     """Advice for an output that is `factor` times the reference everywhere."""
     if abs(factor) < 1e-3:
-        return (f"{name} is zero everywhere: nothing was accumulated into it (are the loops empty? is the "
-                "accumulator stored?)")
+        return (
+            f"{name} is zero everywhere: nothing was accumulated into it (are the loops empty? is the "
+            "accumulator stored?)"
+        )
     known = {
         1 / case.scale: f"sm_scale is missing on {name}: multiply the accumulated sum by sm_scale once, after the loop",
         case.scale: f"sm_scale is applied twice to {name}",
@@ -208,11 +243,13 @@ def scale_advice(case, name, factor):
 def visibility_map(got, expected, block, width, row_name, col_name, rows_name):
     """One line per block of `block` rows, one character per range of `width` columns."""
     N, ranges = got.shape[-2], got.shape[-1]
-    lines = [f"Which (query, key) pairs your kernel counts, probed with q = 0 and lse = 0 (so P = 1 wherever a "
-             f"key is visible), per ({row_name} block of {block}, {col_name} range of {width}): '.' right, "
-             "'-' hidden and right, 'm' pairs missing, '+' extra pairs, '?' NaN"]
+    lines = [
+        f"Which (query, key) pairs your kernel counts, probed with q = 0 and lse = 0 (so P = 1 wherever a "
+        f"key is visible), per ({row_name} block of {block}, {col_name} range of {width}): '.' right, "
+        "'-' hidden and right, 'm' pairs missing, '+' extra pairs, '?' NaN"
+    ]
     for start in range(0, N, block):
-        g, e = got[..., start:start + block, :], expected[..., start:start + block, :]
+        g, e = got[..., start : start + block, :], expected[..., start : start + block, :]
         cells = []
         for c in range(ranges):
             gc, ec = g[..., c], e[..., c]
@@ -240,17 +277,22 @@ def classify_map(case, got, expected, width, columns):
     wrong = extra | missing
     crossing = (e > 0) & (e < sizes)  # a range that the diagonal cuts for this row
     if case.causal and (extra & (e < sizes)).any():
-        return ("pairs with key j > query i are counted: the causal mask is missing or wrong on the blocks that "
-                "cross the diagonal (keep query i >= key j)")
+        return (
+            "pairs with key j > query i are counted: the causal mask is missing or wrong on the blocks that "
+            "cross the diagonal (keep query i >= key j)"
+        )
     if wrong[:, -1].any() and not wrong[:, :-1].any():
-        return (f"only pairs with the last, partial range of {columns} are wrong: loop up to N itself (not to the "
-                f"last full block) and mask the {columns} >= N")
+        return (
+            f"only pairs with the last, partial range of {columns} are wrong: loop up to N itself (not to the "
+            f"last full block) and mask the {columns} >= N"
+        )
     if case.causal and not (wrong & ~crossing).any():
-        return ("only the blocks that cross the diagonal are wrong: they must be visited, with the mask "
-                "query i >= key j")
+        return "only the blocks that cross the diagonal are wrong: they must be visited, with the mask query i >= key j"
     if missing.any() and not extra.any():
-        return ("some blocks are never visited: check the loop bounds (causal: the blocks that cross the diagonal "
-                "masked, the fully visible ones unmasked, the fully hidden ones skipped)")
+        return (
+            "some blocks are never visited: check the loop bounds (causal: the blocks that cross the diagonal "
+            "masked, the fully visible ones unmasked, the fully hidden ones skipped)"
+        )
     return "some pairs are counted twice or wrongly masked: check the loop bounds and the masks"
 
 

@@ -19,11 +19,20 @@ def _multiply(impl, ctx, M, K, N, dtype, tag, transposed=False, positive=False):
     if positive:  # every product adds: the running sum grows to about 0.64 K
         a, b = a.abs(), b.abs()
     c = call(impl.matmul, a, b)
-    what = (f"matmul of a [{M}, {K}] by b [{K}, {N}] ({str(dtype)[6:]}{', transposed views' if transposed else ''}"
-            f"{', positive entries' if positive else ''})")
+    what = (
+        f"matmul of a [{M}, {K}] by b [{K}, {N}] ({str(dtype)[6:]}{', transposed views' if transposed else ''}"
+        f"{', positive entries' if positive else ''})"
+    )
     expect_tensor(what, c, (M, N), dtype)
-    expect_close(what, c, reference.matmul(a, b), _lowp(a, b), dtype,
-                 suspects=_suspects(a, b, transposed), diagnose=lambda m: _diagnose(m, K))
+    expect_close(
+        what,
+        c,
+        reference.matmul(a, b),
+        _lowp(a, b),
+        dtype,
+        suspects=_suspects(a, b, transposed),
+        diagnose=lambda m: _diagnose(m, K),
+    )
 
 
 def _lowp(a, b):
@@ -40,14 +49,18 @@ def _suspects(a, b, transposed):
     for block_k in BLOCK_K_GUESSES:
         whole = K - K % block_k
         if 0 < K % block_k and whole not in found:
-            found[whole] = (f"the last K step is dropped or masked away (K={K} is not a multiple of "
-                            f"BLOCK_K={block_k}): loop to K itself and mask k < K",
-                            reference.matmul(a[:, :whole], b[:whole]))
+            found[whole] = (
+                f"the last K step is dropped or masked away (K={K} is not a multiple of "
+                f"BLOCK_K={block_k}): loop to K itself and mask k < K",
+                reference.matmul(a[:, :whole], b[:whole]),
+            )
     suspects = dict(found.values())
     if transposed:
         flat_a, flat_b = (torch.as_strided(t, t.shape, (t.shape[1], 1)) for t in (a, b))
-        advice = ("the strides are ignored: {} read as if contiguous; address a[i, k] as "
-                  "a_ptr + i * stride_am + k * stride_ak (and b likewise)")
+        advice = (
+            "the strides are ignored: {} read as if contiguous; address a[i, k] as "
+            "a_ptr + i * stride_am + k * stride_ak (and b likewise)"
+        )
         for names, x, y in (("a and b are", flat_a, flat_b), ("a is", flat_a, b), ("b is", a, flat_b)):
             suspects[advice.format(names)] = reference.matmul(x, y)
     return suspects
@@ -57,24 +70,33 @@ def _diagnose(m, K):
     if K >= 1024 and not torch.isnan(m.out).any():
         err = (m.out - m.ref).abs()
         if float(err.max()) < 0.05 * float(m.ref.abs().max()):
-            return (f"small errors that grow with K={K}: the sum is kept in low precision. Accumulate in float32 "
-                    "(acc = tl.zeros(..., dtype=tl.float32); acc += tl.dot(a, b)) and convert to the output's "
-                    "dtype once, at the store")
+            return (
+                f"small errors that grow with K={K}: the sum is kept in low precision. Accumulate in float32 "
+                "(acc = tl.zeros(..., dtype=tl.float32); acc += tl.dot(a, b)) and convert to the output's "
+                "dtype once, at the store"
+            )
     everywhere = m.tiles().all() and m.wrong.double().mean() > 0.5  # a few may land near the right value by chance
     if everywhere and any(K % b for b in BLOCK_K_GUESSES):
         garbage = bool((~torch.isfinite(m.out)).any())
-        return (f"the loads are not masked along K (K={K} is not a multiple of BLOCK_K): in the last K step, "
-                "a[i, k] and b[k, j] with k >= K read memory outside the inputs (the next rows, or past the end"
-                + (": here inf or NaN" if garbage else "") + ") and add it to every element. Mask both loads "
-                "with k < K as well as rows < M and cols < N, other=0.0")
+        return (
+            f"the loads are not masked along K (K={K} is not a multiple of BLOCK_K): in the last K step, "
+            "a[i, k] and b[k, j] with k >= K read memory outside the inputs (the next rows, or past the end"
+            + (": here inf or NaN" if garbage else "")
+            + ") and add it to every element. Mask both loads "
+            "with k < K as well as rows < M and cols < N, other=0.0"
+        )
     if everywhere:
-        return ("nearly every element is wrong, in every tile, although K is a multiple of the blocks: the tiles "
-                "are addressed wrongly. Check a's pointers (rows * stride_am + k * stride_ak), b's (k * stride_bk "
-                "+ cols * stride_bn) and that the K loop advances k by BLOCK_K")
+        return (
+            "nearly every element is wrong, in every tile, although K is a multiple of the blocks: the tiles "
+            "are addressed wrongly. Check a's pointers (rows * stride_am + k * stride_ak), b's (k * stride_bk "
+            "+ cols * stride_bn) and that the K loop advances k by BLOCK_K"
+        )
     bad_rows, bad_cols = rows_wrong(m, -2), rows_wrong(m, -1)
     if _is_tail(bad_rows) or _is_tail(bad_cols):
-        return (f"only rows {span(bad_rows)} / columns {span(bad_cols)} are wrong, at the end: check the "
-                "load and store masks of the last row and column blocks (M or N not a multiple of the block)")
+        return (
+            f"only rows {span(bad_rows)} / columns {span(bad_cols)} are wrong, at the end: check the "
+            "load and store masks of the last row and column blocks (M or N not a multiple of the block)"
+        )
     return None
 
 

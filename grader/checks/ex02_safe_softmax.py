@@ -13,8 +13,16 @@ def _softmax_case(impl, ctx, x, what):
     y = call(impl.softmax, x)
     what = f"softmax of {what} [{x.shape[0]}, {x.shape[1]}] ({str(x.dtype)[6:]})"
     expect_tensor(what, y, x.shape, x.dtype)
-    expect_close(what, y, reference.softmax(x), reference.softmax_lowp(x), x.dtype, blocks=(1, 128),
-                 suspects=_suspects(x), diagnose=diagnose_softmax)
+    expect_close(
+        what,
+        y,
+        reference.softmax(x),
+        reference.softmax_lowp(x),
+        x.dtype,
+        blocks=(1, 128),
+        suspects=_suspects(x),
+        diagnose=diagnose_softmax,
+    )
 
 
 def _suspects(x):
@@ -24,8 +32,10 @@ def _suspects(x):
     for block in BLOCK_GUESSES:
         if block < x.shape[1]:
             shifted = torch.exp(x64 - x64.max(-1, keepdim=True).values)
-            suspects[f"the sum (or max) covers only the first block of {block} columns: loop over all "
-                     "column blocks in every pass"] = shifted / shifted[:, :block].sum(-1, keepdim=True)
+            suspects[
+                f"the sum (or max) covers only the first block of {block} columns: loop over all "
+                "column blocks in every pass"
+            ] = shifted / shifted[:, :block].sum(-1, keepdim=True)
     n = x.shape[1]
     row_max = x64.max(-1, keepdim=True).values
     for block in (128, 256, 512, 64, 32):  # the lesson's block first
@@ -34,9 +44,12 @@ def _suspects(x):
             continue
         for m in (row_max, row_max.clamp(min=0)):  # the max pass with or without the padding's zeros
             e = torch.exp(x64 - m)
-            suspects[f"padded columns (c >= n_cols) count in the sum: they are loaded with other=0.0, so each adds "
-                     "exp(0 - m) to the denominator (as with BLOCK={block}). Load them with other=-inf: exp(-inf) = 0"
-                     .replace("{block}", str(block))] = e / (e.sum(-1, keepdim=True) + pad * torch.exp(-m))
+            suspects[
+                "padded columns (c >= n_cols) count in the sum: they are loaded with other=0.0, so each adds "
+                "exp(0 - m) to the denominator (as with BLOCK={block}). Load them with other=-inf: exp(-inf) = 0".replace(
+                    "{block}", str(block)
+                )
+            ] = e / (e.sum(-1, keepdim=True) + pad * torch.exp(-m))
     return suspects
 
 
@@ -44,19 +57,29 @@ def diagnose_softmax(m):
     nan_rows = torch.isnan(m.out).any(-1)
     empty_rows = torch.isneginf(m.ref).all(-1) | (m.ref == 0).all(-1)
     if (nan_rows & empty_rows).any():
-        return (f"rows {span(nan_rows & empty_rows)} are entirely -inf and came out NaN: with m = -inf, "
-                "exp(x - m) is exp(nan); shift by 0 when m is -inf and divide by 1 when the sum is 0")
+        return (
+            f"rows {span(nan_rows & empty_rows)} are entirely -inf and came out NaN: with m = -inf, "
+            "exp(x - m) is exp(nan); shift by 0 when m is -inf and divide by 1 when the sum is 0"
+        )
     if nan_rows.any():
-        return (f"rows {span(nan_rows)} contain NaN: exp of large inputs overflows to inf unless the row max "
-                "is subtracted first (inf / inf = NaN)")
+        return (
+            f"rows {span(nan_rows)} contain NaN: exp of large inputs overflows to inf unless the row max "
+            "is subtracted first (inf / inf = NaN)"
+        )
     rows, cols = rows_wrong(m, -2), rows_wrong(m, -1)
     where = f"(wrong rows: {span(rows)}; wrong columns: {span(cols)})"
     totals = m.out.nan_to_num(0).sum(-1)
-    if ((totals - 1).abs() > 10 * m.tolerance * m.out.shape[-1] ** 0.5).any() and not torch.isneginf(m.ref).all(-1).any():
-        return (f"the rows do not sum to 1 {where}: the sum and the outputs disagree. Every pass must visit every "
-                "column block with the same max m, and padded columns must load other=-inf so they add 0")
-    return (f"no known bug matches this pattern {where}: compare your three passes (max, sum, write) with the "
-            "lesson's; each must loop over every column block, with the mask c < n_cols")
+    if ((totals - 1).abs() > 10 * m.tolerance * m.out.shape[-1] ** 0.5).any() and not torch.isneginf(m.ref).all(
+        -1
+    ).any():
+        return (
+            f"the rows do not sum to 1 {where}: the sum and the outputs disagree. Every pass must visit every "
+            "column block with the same max m, and padded columns must load other=-inf so they add 0"
+        )
+    return (
+        f"no known bug matches this pattern {where}: compare your three passes (max, sum, write) with the "
+        "lesson's; each must loop over every column block, with the mask c < n_cols"
+    )
 
 
 @check(points=2)

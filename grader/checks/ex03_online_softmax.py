@@ -19,10 +19,12 @@ def _online_case(impl, ctx, x, what):
     y_ref, lse_ref = reference.online_softmax(x)
     y_lowp, lse_lowp = reference.online_softmax_lowp(x)
     # lse is float32 whatever the input dtype: its floor is float32's, so an error of 1 at lse = 1000 fails
-    expect_close(f"lse for {what}", lse, lse_ref, lse_lowp, torch.float32, blocks=(16,),
-                 suspects=_lse_suspects(x, lse_ref))
-    expect_close(f"y for {what}", y, y_ref, y_lowp, x.dtype, blocks=(1, 128), suspects=_y_suspects(x),
-                 diagnose=diagnose_softmax)
+    expect_close(
+        f"lse for {what}", lse, lse_ref, lse_lowp, torch.float32, blocks=(16,), suspects=_lse_suspects(x, lse_ref)
+    )
+    expect_close(
+        f"y for {what}", y, y_ref, y_lowp, x.dtype, blocks=(1, 128), suspects=_y_suspects(x), diagnose=diagnose_softmax
+    )
 
 
 def _unrescaled_denominator(x, block):
@@ -30,8 +32,8 @@ def _unrescaled_denominator(x, block):
     m = torch.full(x.shape[:1], -math.inf, dtype=torch.float64, device=x.device)
     l = torch.zeros_like(m)
     for start in range(0, x.shape[1], block):
-        m_new = torch.maximum(m, x[:, start:start + block].max(-1).values)
-        l = l + torch.exp(x[:, start:start + block] - m_new[:, None]).sum(-1)
+        m_new = torch.maximum(m, x[:, start : start + block].max(-1).values)
+        l = l + torch.exp(x[:, start : start + block] - m_new[:, None]).sum(-1)
         m = m_new
     return m, l
 
@@ -42,8 +44,9 @@ def _y_suspects(x):
     for block in BLOCK_GUESSES:
         if block < x.shape[1]:
             m, l = _unrescaled_denominator(x64, block)
-            suspects[f"l is not rescaled by exp(m_old - m_new) when the running max grows (block of {block} "
-                     "columns)"] = torch.exp(x64 - m[:, None]) / l[:, None]
+            suspects[
+                f"l is not rescaled by exp(m_old - m_new) when the running max grows (block of {block} columns)"
+            ] = torch.exp(x64 - m[:, None]) / l[:, None]
     return suspects
 
 
@@ -55,8 +58,9 @@ def _lse_suspects(x, lse_ref):
     for block in BLOCK_GUESSES:
         if block < x.shape[1]:
             m, l = _unrescaled_denominator(x.double(), block)
-            suspects[f"l is not rescaled by exp(m_old - m_new) when the running max grows (block of {block} "
-                     "columns)"] = m + torch.log(l)
+            suspects[
+                f"l is not rescaled by exp(m_old - m_new) when the running max grows (block of {block} columns)"
+            ] = m + torch.log(l)
     return suspects
 
 

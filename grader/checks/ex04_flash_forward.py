@@ -5,10 +5,18 @@ import math
 import torch
 
 from common import reference
-from grader.checks import layouts
-from common.compare import (CheckFailed, call, constant_factor, expect_close, expect_tensor, expect_tuple,
-                            rows_wrong, span)
+from common.compare import (
+    CheckFailed,
+    call,
+    constant_factor,
+    expect_close,
+    expect_tensor,
+    expect_tuple,
+    rows_wrong,
+    span,
+)
 from common.tolerance import allowed_error
+from grader.checks import layouts
 from grader.core import check
 
 LOG2E = 1.4426950408889634
@@ -21,11 +29,27 @@ WEIGHT_TOL = 0.02  # attention weights are in [0, 1]; a probe weight off by more
 class _Case:
     """One call of the student's function: inputs, outputs and references."""
 
-    def __init__(self, impl, ctx, B, H, N, d, causal, tag, dtype=torch.float16, strided=False,
-                 qk_magnitude=1.0, sm_scale=None, dominant=False):
+    def __init__(
+        self,
+        impl,
+        ctx,
+        B,
+        H,
+        N,
+        d,
+        causal,
+        tag,
+        dtype=torch.float16,
+        strided=False,
+        qk_magnitude=1.0,
+        sm_scale=None,
+        dominant=False,
+    ):
         self.impl, self.causal, self.sm_scale, self.dtype = impl, causal, sm_scale, dtype
-        self.q, self.k, self.v = (ctx.randn((B, H, N, d), dtype, f"{tag}.{name}", scale=s)
-                                  for name, s in (("q", qk_magnitude), ("k", qk_magnitude), ("v", 1.0)))
+        self.q, self.k, self.v = (
+            ctx.randn((B, H, N, d), dtype, f"{tag}.{name}", scale=s)
+            for name, s in (("q", qk_magnitude), ("k", qk_magnitude), ("v", 1.0))
+        )
         if dominant:
             self.q, self.k = layouts.dominant_first_key(self.q, self.k, self.scale, causal)
         if strided:  # q, k, v each stored in a different order, viewed as [B, H, N, d]
@@ -41,7 +65,9 @@ class _Case:
             flags.append(f"sm_scale={sm_scale:g}")
         self.what = f"attention B={B} H={H} N={N} d={d} ({', '.join(flags)})"
         kwargs = {"causal": causal} | ({"sm_scale": sm_scale} if sm_scale is not None else {})
-        self.o, self.lse = expect_tuple(self.what, call(impl.flash_attention_forward, self.q, self.k, self.v, **kwargs), 2)
+        self.o, self.lse = expect_tuple(
+            self.what, call(impl.flash_attention_forward, self.q, self.k, self.v, **kwargs), 2
+        )
         expect_tensor(f"{self.what}: o", self.o, (B, H, N, d), dtype)
         expect_tensor(f"{self.what}: lse", self.lse, (B, H, N), torch.float32)
         self.ref_o, self.ref_lse = reference.attention(self.q, self.k, self.v, causal, sm_scale)
@@ -56,15 +82,31 @@ class _Case:
         try:  # the suspects (costly to simulate) only when it fails
             expect_close(f"{self.what}: o", self.o, self.ref_o, self.low_o, self.dtype, blocks=blocks)
         except CheckFailed:
-            expect_close(f"{self.what}: o", self.o, self.ref_o, self.low_o, self.dtype, blocks=blocks,
-                         suspects=_o_suspects(self), diagnose=lambda m: _diagnose_o(self, m))
+            expect_close(
+                f"{self.what}: o",
+                self.o,
+                self.ref_o,
+                self.low_o,
+                self.dtype,
+                blocks=blocks,
+                suspects=_o_suspects(self),
+                diagnose=lambda m: _diagnose_o(self, m),
+            )
 
     def check_lse(self):
         try:
             expect_close(f"{self.what}: lse", self.lse, self.ref_lse, self.low_lse, self.dtype, blocks=(ROWS,))
         except CheckFailed:
-            expect_close(f"{self.what}: lse", self.lse, self.ref_lse, self.low_lse, self.dtype, blocks=(ROWS,),
-                         suspects=_lse_suspects(self), diagnose=lambda m: _diagnose_lse(self, m))
+            expect_close(
+                f"{self.what}: lse",
+                self.lse,
+                self.ref_lse,
+                self.low_lse,
+                self.dtype,
+                blocks=(ROWS,),
+                suspects=_lse_suspects(self),
+                diagnose=lambda m: _diagnose_lse(self, m),
+            )
 
 
 # ----------------------------------------------------------------------------- what known bugs output
@@ -94,40 +136,53 @@ def _o_suspects(case):
     }
     s = _scores(case)
     l = torch.exp(s - s.amax(-1, keepdim=True)).sum(-1, keepdim=True)  # l_i at the end of the loop
-    out["o is never divided by l_i: after the loop, o = acc / l_i (acc holds the unnormalised sum of p @ V)"] = \
+    out["o is never divided by l_i: after the loop, o = acc / l_i (acc holds the unnormalised sum of p @ V)"] = (
         case.ref_o * l
+    )
     if not all(t.is_contiguous() for t in (q, k, v)):
         dense = [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride()) for t in (q, k, v)]
-        out["the strides are ignored: q, k, v are read as if contiguous [B, H, N, d]; address q[b, h, n, c] as "
-            "q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"] = _attention(*dense, scale, see)
+        out[
+            "the strides are ignored: q, k, v are read as if contiguous [B, H, N, d]; address q[b, h, n, c] as "
+            "q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"
+        ] = _attention(*dense, scale, see)
     names = {"q": q, "k": k, "v": v}
     for name, t in names.items():
         for other, u in names.items():
             if other != name and t.stride() != u.stride():
                 read = dict(names, **{name: torch.as_strided(t, t.shape, u.stride())})
-                out[f"{name} is read with the strides of {other}: pass each tensor's own strides ({name}.stride() "
-                    f"for {name}) and address {name} with them"] = _attention(read["q"], read["k"], read["v"],
-                                                                             scale, see)
+                out[
+                    f"{name} is read with the strides of {other}: pass each tensor's own strides ({name}.stride() "
+                    f"for {name}) and address {name} with them"
+                ] = _attention(read["q"], read["k"], read["v"], scale, see)
     if case.sm_scale is not None:
-        out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper "
-            "passes"] = _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
+        out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper passes"] = (
+            _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
+        )
     if case.causal:
-        out["the causal mask is missing: keys j > i get weight"] = _attention(q, k, v, scale, _visible(N, N, False, q.device))
+        out["the causal mask is missing: keys j > i get weight"] = _attention(
+            q, k, v, scale, _visible(N, N, False, q.device)
+        )
         for bm in BLOCK_GUESSES:
             if bm < N:
                 i = torch.arange(N, device=q.device)[:, None]
                 diagonal_only = see & (torch.arange(N, device=q.device)[None, :] >= i // bm * bm)
-                out[f"causal attention visits only the diagonal block (as with BLOCK_M={bm}): every query block "
+                out[
+                    f"causal attention visits only the diagonal block (as with BLOCK_M={bm}): every query block "
                     "after the first also needs all key blocks left of the diagonal, unmasked, before the "
-                    "masked diagonal block"] = _attention(q, k, v, scale, diagonal_only)
+                    "masked diagonal block"
+                ] = _attention(q, k, v, scale, diagonal_only)
     else:
-        out["a causal mask is applied although causal=False"] = _attention(q, k, v, scale, _visible(N, N, True, q.device))
+        out["a causal mask is applied although causal=False"] = _attention(
+            q, k, v, scale, _visible(N, N, True, q.device)
+        )
         for bn in BLOCK_GUESSES:
             pad = -N % bn
             if pad:  # keys past N read as zeros: score 0, so weight exp(0 - m), times a zero v row
                 kp, vp = (torch.cat([t, t.new_zeros(*t.shape[:-2], pad, t.shape[-1])], -2) for t in (k, v))
-                out[f"padded keys past N get weight (as with BLOCK_N={bn}): in the last key block set the "
-                    "scores of keys j >= N to -inf"] = _attention(q, kp, vp, scale, _visible(N, N + pad, False, q.device))
+                out[
+                    f"padded keys past N get weight (as with BLOCK_N={bn}): in the last key block set the "
+                    "scores of keys j >= N to -inf"
+                ] = _attention(q, kp, vp, scale, _visible(N, N + pad, False, q.device))
     return out
 
 
@@ -149,14 +204,18 @@ def _lse_suspects(case):
 
 
 # ----------------------------------------------------------------------------- diagnoses
-_NAN = ("NaN in the output: a row computed exp2(-inf - (-inf)) (its running max was still -inf when it met "
-        "a fully masked block), divided 0 by l_i = 0, or overflowed (exp2 of scores not shifted by the running "
-        "max reaches inf, and inf / inf is NaN: use exp2(s2 - m_new)). Masked scores must be -inf only where "
-        "the row has (or will have) a visible key; load padded K/V with other=0.0, never -inf")
+_NAN = (
+    "NaN in the output: a row computed exp2(-inf - (-inf)) (its running max was still -inf when it met "
+    "a fully masked block), divided 0 by l_i = 0, or overflowed (exp2 of scores not shifted by the running "
+    "max reaches inf, and inf / inf is NaN: use exp2(s2 - m_new)). Masked scores must be -inf only where "
+    "the row has (or will have) a visible key; load padded K/V with other=0.0, never -inf"
+)
 
 
-_STRICT = ("the causal mask hides the diagonal (j < i instead of j <= i): row 0 then sees no key at all, its "
-           "running max stays -inf and exp2(-inf - (-inf)) is NaN. Query i sees keys j <= i, itself included")
+_STRICT = (
+    "the causal mask hides the diagonal (j < i instead of j <= i): row 0 then sees no key at all, its "
+    "running max stays -inf and exp2(-inf - (-inf)) is NaN. Query i sees keys j <= i, itself included"
+)
 
 
 def _diagnose_o(case, m):
@@ -174,12 +233,16 @@ def _diagnose_o(case, m):
     if last > 0 and not bad[:last].any():
         N = case.q.shape[-2]
         if N % ROWS:
-            hints.append(f"only the last query block is wrong (rows {span(bad)}): check the masks that involve N "
-                         "there (rows >= N, keys >= N)")
+            hints.append(
+                f"only the last query block is wrong (rows {span(bad)}): check the masks that involve N "
+                "there (rows >= N, keys >= N)"
+            )
         else:
-            hints.append(f"only the last query block is wrong (rows {span(bad)}) although N={N} needs no mask: "
-                         "the offsets of that block are off. Check offs_m = start_m * BLOCK_M + tl.arange(0, "
-                         "BLOCK_M), the grid (cdiv(N, BLOCK_M) query blocks) and the causal range of that block")
+            hints.append(
+                f"only the last query block is wrong (rows {span(bad)}) although N={N} needs no mask: "
+                "the offsets of that block are off. Check offs_m = start_m * BLOCK_M + tl.arange(0, "
+                "BLOCK_M), the grid (cdiv(N, BLOCK_M) query blocks) and the causal range of that block"
+            )
     probe = _probe(case)
     return "\n".join(hints + [probe] if probe else hints) or None
 
@@ -187,12 +250,17 @@ def _diagnose_o(case, m):
 def _diagnose_lse(case, m):
     o_err = (case.o.double() - case.ref_o).abs().cpu().nan_to_num(nan=math.inf)
     o_ok = bool((o_err <= allowed_error(case.ref_o.cpu(), case.low_o.cpu(), case.dtype)).all())
-    where = ("o is right, so the softmax itself works: only the conversion to lse is off" if o_ok else
-             "o is wrong too: fix o first (see the other checks)")
+    where = (
+        "o is right, so the softmax itself works: only the conversion to lse is off"
+        if o_ok
+        else "o is wrong too: fix o first (see the other checks)"
+    )
     factor = constant_factor(m)
     if factor is not None:
-        return (f"lse is {factor:.4g} times the expected value everywhere (ln 2 = 0.6931, log2(e) = 1.4427); "
-                f"lse is the natural log of sum_j exp(sm_scale * q.k_j); {where}")
+        return (
+            f"lse is {factor:.4g} times the expected value everywhere (ln 2 = 0.6931, log2(e) = 1.4427); "
+            f"lse is the natural log of sum_j exp(sm_scale * q.k_j); {where}"
+        )
     if torch.isnan(m.out).any():
         return _NAN
     return where
@@ -218,18 +286,22 @@ def _probe(case):
     got = got.double().cpu()[..., :ranges]
     ref = reference.attention(q, k, v, case.causal, case.sm_scale)[0].cpu()[..., :ranges]
     if (got - ref).abs().max() <= WEIGHT_TOL:
-        return ("the attention weights are right (probed with a one-hot V), so the error is in how V is read "
-                "or o is written: check V's pointers and strides and the store of o")
+        return (
+            "the attention weights are right (probed with a one-hot V), so the error is in how V is read "
+            "or o is written: check V's pointers and strides and the store of o"
+        )
     return _classify(case, got, ref, width) + "\n" + _weight_map(got, ref, width)
 
 
 def _weight_map(got, ref, width):
     """One line per query block, one character per key range: how the weights compare."""
     N, ranges = got.shape[-2], got.shape[-1]
-    lines = [f"Attention weights per (query block of {ROWS} rows, key range of {width} keys), probed with a "
-             "one-hot V: '.' right, '-' hidden and right, 'm' too little weight, '+' too much, '?' NaN"]
+    lines = [
+        f"Attention weights per (query block of {ROWS} rows, key range of {width} keys), probed with a "
+        "one-hot V: '.' right, '-' hidden and right, 'm' too little weight, '+' too much, '?' NaN"
+    ]
     for start in range(0, N, ROWS):
-        g, r = got[..., start:start + ROWS, :], ref[..., start:start + ROWS, :]
+        g, r = got[..., start : start + ROWS, :], ref[..., start : start + ROWS, :]
         cells = []
         for c in range(ranges):
             gc, rc = g[..., c], r[..., c]
@@ -251,26 +323,37 @@ def _classify(case, got, ref, width):
         return _NAN
     total = got.sum(-1)
     if (total < 1 - WEIGHT_TOL).any():
-        too_large_l = ("l_i grows too fast: whenever the running max grows, rescale l_i by alpha = "
-                       "exp2(m_old - m_new), like acc")
+        too_large_l = (
+            "l_i grows too fast: whenever the running max grows, rescale l_i by alpha = exp2(m_old - m_new), like acc"
+        )
         if case.causal or N % BLOCK_GUESSES[0] == 0:
             return f"the weights sum to less than 1: {too_large_l}"
-        return ("the weights of the real keys sum to less than 1: weight leaks to padded keys j >= N (set their "
-                f"scores to -inf), or {too_large_l}")
+        return (
+            "the weights of the real keys sum to less than 1: weight leaks to padded keys j >= N (set their "
+            f"scores to -inf), or {too_large_l}"
+        )
     if (total > 1 + WEIGHT_TOL).any():
-        return ("the weights sum to more than 1: acc and l_i disagree. Whenever the running max grows, rescale "
-                "both acc and l_i by alpha = exp2(m_old - m_new)")
+        return (
+            "the weights sum to more than 1: acc and l_i disagree. Whenever the running max grows, rescale "
+            "both acc and l_i by alpha = exp2(m_old - m_new)"
+        )
     if case.causal:
         if ((got - ref) > WEIGHT_TOL)[..., ref.amax(tuple(range(ref.dim() - 2))) == 0].any():
-            return ("keys right of the diagonal (j > i) get weight: the causal mask is missing or wrong (or V rows "
-                    "are read from the wrong place)")
+            return (
+                "keys right of the diagonal (j > i) get weight: the causal mask is missing or wrong (or V rows "
+                "are read from the wrong place)"
+            )
         rows = torch.arange(N)[:, None]
         left = torch.arange(got.shape[-1])[None, :] * width + width <= rows // ROWS * ROWS  # ranges left of the block
         if ((ref - got) > WEIGHT_TOL)[..., left].any():
-            return ("rows get too little weight from keys left of their diagonal block: in causal mode visit every "
-                    "key block left of the diagonal (unmasked), then the diagonal block (masked)")
-    return ("the weights sum to 1 but are spread wrongly: check the scale (exp2 with qk_scale = sm_scale * "
-            "log2(e)) and the rescale of acc and l_i by alpha = exp2(m_old - m_new) whenever the max grows")
+            return (
+                "rows get too little weight from keys left of their diagonal block: in causal mode visit every "
+                "key block left of the diagonal (unmasked), then the diagonal block (masked)"
+            )
+    return (
+        "the weights sum to 1 but are spread wrongly: check the scale (exp2 with qk_scale = sm_scale * "
+        "log2(e)) and the rescale of acc and l_i by alpha = exp2(m_old - m_new) whenever the max grows"
+    )
 
 
 # ----------------------------------------------------------------------------- checks
@@ -305,9 +388,11 @@ def _feature(impl, ctx, run):
         reason = _simplest_case_fails(impl, ctx)
         if reason is None:
             raise
-        raise CheckFailed(f"fix online_softmax and scale_convention first: even the simplest case (N=32, one key "
-                          f"block, non-causal) is wrong ({reason}), so this check cannot be graded apart from "
-                          f"it.\n{exc}") from None
+        raise CheckFailed(
+            f"fix online_softmax and scale_convention first: even the simplest case (N=32, one key "
+            f"block, non-causal) is wrong ({reason}), so this check cannot be graded apart from "
+            f"it.\n{exc}"
+        ) from None
 
 
 @check(points=6)
@@ -349,18 +434,22 @@ def scale_convention(impl, ctx):
 @check(points=4)
 def lse_output(impl, ctx):
     """lse: natural-log log-sum-exp of the scaled scores, float32 [B, H, N], N = 32 and 128"""
+
     def run():
         for i, (N, causal) in enumerate(((32, False), (128, False))):
             _Case(impl, ctx, 1, 2, N, 64, causal, f"lse{i}", dominant=True).check_lse()
+
     _feature(impl, ctx, run)
 
 
 @check(points=4)
 def strides_and_head_dims(impl, ctx):
     """o with q, k, v each in its own memory layout (no copy: use all four strides), and d = 16, 32, 128"""
+
     def run():
         _outputs(impl, ctx, "strided", [(128, 64, False)], strided=True, dominant=True, B=2, H=2)
         _outputs(impl, ctx, "dims", [(32, d, False) for d in (16, 32, 128)], dominant=True)
+
     _feature(impl, ctx, run)
 
 
@@ -395,5 +484,14 @@ def memory_linear(impl, ctx):
             )
 
 
-CHECKS = [online_softmax, ragged, causal_one_block, causal_many_blocks, scale_convention, lse_output,
-          strides_and_head_dims, bf16_inputs, memory_linear]
+CHECKS = [
+    online_softmax,
+    ragged,
+    causal_one_block,
+    causal_many_blocks,
+    scale_convention,
+    lse_output,
+    strides_and_head_dims,
+    bf16_inputs,
+    memory_linear,
+]

@@ -31,8 +31,16 @@ def _delta_case(impl, ctx, N, d, tag, dtype=torch.float16, strided=(), B=2, H=3)
     expect_tensor(what, delta, (B, H, N), torch.float32)
     # delta is float32 whatever the inputs: the products of fp16 or bf16 values are exact in fp32, so
     # plain PyTorch's fp32 sum is the bar and the floor is float32's: a sum kept in fp16 fails.
-    expect_close(what, delta, reference.attention_delta(o, do), reference.attention_delta_lowp(o, do),
-                 torch.float32, blocks=(ROWS,), suspects=_suspects(o, do), diagnose=lambda m: _diagnose(m, N, dtype))
+    expect_close(
+        what,
+        delta,
+        reference.attention_delta(o, do),
+        reference.attention_delta_lowp(o, do),
+        torch.float32,
+        blocks=(ROWS,),
+        suspects=_suspects(o, do),
+        diagnose=lambda m: _diagnose(m, N, dtype),
+    )
 
 
 def _dense(t):
@@ -49,17 +57,22 @@ def _suspects(o, do):
             blocks = o64.new_zeros(*o.shape[:2], -(-N // b) * b, d)
             blocks[..., :N, :] = o64 * do64
             col_sums = blocks.unflatten(-2, (-1, b)).sum(-2)  # [B, H, blocks, d]: each column summed over rows
-            out[f"the tile is summed over its rows (axis=0) instead of along the head dimension (axis=1), as with "
-                f"BLOCK_M={b}"] = col_sums.flatten(-2)[..., rows]
+            out[
+                f"the tile is summed over its rows (axis=0) instead of along the head dimension (axis=1), as with "
+                f"BLOCK_M={b}"
+            ] = col_sums.flatten(-2)[..., rows]
     if not o.is_contiguous() or not do.is_contiguous():
-        out["the strides are ignored: o and do are read as if contiguous [B, H, N, d]; address o[b, h, n, c] as "
-            "o_ptr + b * stride_ob + h * stride_oh + n * stride_on + c * stride_od"] = (
-            _dense(o).double() * _dense(do).double()).sum(-1)
+        out[
+            "the strides are ignored: o and do are read as if contiguous [B, H, N, d]; address o[b, h, n, c] as "
+            "o_ptr + b * stride_ob + h * stride_oh + n * stride_on + c * stride_od"
+        ] = (_dense(o).double() * _dense(do).double()).sum(-1)
     if o.stride() != do.stride():
         out["do is read with o's strides: each tensor has its own four strides"] = (
-            o64 * torch.as_strided(do, do.shape, o.stride()).double()).sum(-1)
+            o64 * torch.as_strided(do, do.shape, o.stride()).double()
+        ).sum(-1)
         out["o is read with do's strides: each tensor has its own four strides"] = (
-            torch.as_strided(o, o.shape, do.stride()).double() * do64).sum(-1)
+            torch.as_strided(o, o.shape, do.stride()).double() * do64
+        ).sum(-1)
     return out
 
 
@@ -67,26 +80,36 @@ def _diagnose(m, N, dtype):
     nan = torch.isnan(m.out).flatten(0, -2)  # [(batch, head), N]
     if nan.any():
         if nan[1:].all() and not nan[0].all():
-            return ("only the first (batch, head) was written: every program stores into the first head's rows. "
-                    "Offset the store by bh * N (delta is contiguous [B, H, N])")
+            return (
+                "only the first (batch, head) was written: every program stores into the first head's rows. "
+                "Offset the store by bh * N (delta is contiguous [B, H, N])"
+            )
         rows = nan.any(0)
-        return (f"rows {span(rows)} were never written: check the store mask (rows < N, not the last full "
-                "block) and that every row block gets a program")
+        return (
+            f"rows {span(rows)} were never written: check the store mask (rows < N, not the last full "
+            "block) and that every row block gets a program"
+        )
     relative = float((m.out - m.ref).abs().max()) / max(1.0, float(m.ref.abs().max()))
     if dtype != torch.float32 and relative < 1e-2:
-        return (f"the errors are small (at most {relative:.1e} of the largest delta) but above float32 rounding: "
-                f"the products are summed in {str(dtype)[6:]}. Convert o and do to float32 before multiplying")
+        return (
+            f"the errors are small (at most {relative:.1e} of the largest delta) but above float32 rounding: "
+            f"the products are summed in {str(dtype)[6:]}. Convert o and do to float32 before multiplying"
+        )
     if m.wrong.all():
         return "every row is wrong: check the pointer arithmetic (strides), the product and the axis of the sum"
     rows = rows_wrong(m, -1)  # per position i along N, over all (batch, head)
     heads = m.wrong.flatten(0, -2).any(-1)  # per (batch, head)
     if not heads[0] and heads[1:].any():
-        return ("the first (batch, head) is right but later ones are wrong: check the (batch, head) offsets of o "
-                "and do (b * stride_ob + h * stride_oh, in 64-bit) and of delta (bh * N)")
+        return (
+            "the first (batch, head) is right but later ones are wrong: check the (batch, head) offsets of o "
+            "and do (b * stride_ob + h * stride_oh, in 64-bit) and of delta (bh * N)"
+        )
     last = (N - 1) // ROWS * ROWS
     if last > 0 and not rows[:last].any():
-        return (f"only the last rows are wrong ({span(rows)}): check the masks that involve N in the last block "
-                "(loads with other=0.0, the store)")
+        return (
+            f"only the last rows are wrong ({span(rows)}): check the masks that involve N in the last block "
+            "(loads with other=0.0, the store)"
+        )
     return None
 
 

@@ -4,8 +4,18 @@ for the cases, the bug simulator and the probe it shares with exercise 07)."""
 import torch
 
 from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
-from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
-                                    is_close, nan_advice, probe_width, scale_advice, visibility_map)
+from grader.checks.backward import (
+    BLOCK_GUESSES,
+    BackwardCase,
+    classify_map,
+    common_suspects,
+    expect_grad,
+    is_close,
+    nan_advice,
+    probe_width,
+    scale_advice,
+    visibility_map,
+)
 from grader.core import check
 
 KEYS = 64  # keys per program in tile summaries and maps (exercise 06's interpreter BLOCK_N)
@@ -17,15 +27,20 @@ def _dkdv_suspects(case, which):
     dropped = {}
     for b in BLOCK_GUESSES:
         if case.causal and b < 2 * N:
-            out[f"the diagonal query blocks are not masked (as with BLOCK_N={b}): queries i < j inside the "
-                "diagonal blocks must get P = 0"] = case.simulate(see=i >= j // b * b)[which]
-            out[f"the diagonal query blocks are skipped (as with BLOCK_N={b}): the causal walk starts at the "
-                "query block holding row start_n and masks the blocks that cross the diagonal"] = case.simulate(
-                see=(j <= i) & (i >= (j // b + 1) * b))[which]
+            out[
+                f"the diagonal query blocks are not masked (as with BLOCK_N={b}): queries i < j inside the "
+                "diagonal blocks must get P = 0"
+            ] = case.simulate(see=i >= j // b * b)[which]
+            out[
+                f"the diagonal query blocks are skipped (as with BLOCK_N={b}): the causal walk starts at the "
+                "query block holding row start_n and masks the blocks that cross the diagonal"
+            ] = case.simulate(see=(j <= i) & (i >= (j // b + 1) * b))[which]
         if not case.causal and N % b and N - N % b not in dropped:
-            dropped[N - N % b] = (f"the last query block is skipped when N is not a multiple of BLOCK_M (as with "
-                                  f"BLOCK_M={b}): loop over query blocks up to N itself and mask the rows >= N",
-                                  case.simulate(see=(i < N - N % b).expand(N, N))[which])
+            dropped[N - N % b] = (
+                f"the last query block is skipped when N is not a multiple of BLOCK_M (as with "
+                f"BLOCK_M={b}): loop over query blocks up to N itself and mask the rows >= N",
+                case.simulate(see=(i < N - N % b).expand(N, N))[which],
+            )
     out.update(dropped.values())
     return out
 
@@ -39,17 +54,23 @@ def _diagnose_dkdv(impl, case, name, other_ok, m):
         return scale_advice(case, name, factor)
     hints = []
     if name == "dK" and other_ok:
-        hints.append("dV is right, so P (recomputed from lse) and the mask are right: the error is in dS or "
-                     "the dK product. Check dP^T = V dO^T, dS^T = P^T * (dP^T - delta) with delta broadcast "
-                     "along the query axis (delta[None, :] in the transposed tile), Q's pointers, and sm_scale")
+        hints.append(
+            "dV is right, so P (recomputed from lse) and the mask are right: the error is in dS or "
+            "the dK product. Check dP^T = V dO^T, dS^T = P^T * (dP^T - delta) with delta broadcast "
+            "along the query axis (delta[None, :] in the transposed tile), Q's pointers, and sm_scale"
+        )
     if name == "dV" and other_ok:
-        hints.append("dK is right, so P must be right: check the dV product (P^T cast to dO's dtype, then "
-                     "tl.dot with dO), dO's pointers and strides, and the dV store")
+        hints.append(
+            "dK is right, so P must be right: check the dV product (P^T cast to dO's dtype, then "
+            "tl.dot with dO), dO's pointers and strides, and the dV store"
+        )
     bad_keys = rows_wrong(m, -2)
     last = (case.N - 1) // KEYS * KEYS
     if last > 0 and not bad_keys[:last].any():
-        hints.append(f"only keys in the last key block are wrong (keys {span(bad_keys)}): check the masks "
-                     "that involve N there (keys >= N, the store)")
+        hints.append(
+            f"only keys in the last key block are wrong (keys {span(bad_keys)}): check the masks "
+            "that involve N there (keys >= N, the store)"
+        )
     probe = probe_dkdv(impl, case)
     if probe:
         hints.append(probe)
@@ -77,10 +98,15 @@ def probe_dkdv(impl, case):
     got = dv.double().cpu()[..., :ranges]
     expected = (case.visible().double().transpose(0, 1) @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
     if (got - expected).abs().max() <= 0.5:
-        return ("the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
-                "in the values, not in the loop bounds or masks")
-    return (classify_map(case, got, expected, width, "queries") + "\n"
-            + visibility_map(got, expected, KEYS, width, "key", "query", "keys"))
+        return (
+            "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
+            "in the values, not in the loop bounds or masks"
+        )
+    return (
+        classify_map(case, got, expected, width, "queries")
+        + "\n"
+        + visibility_map(got, expected, KEYS, width, "key", "query", "keys")
+    )
 
 
 # ----------------------------------------------------------------------------- running a case
@@ -89,8 +115,9 @@ def _dkdv_case(impl, ctx, N, d, causal, tag, grade=("dV", "dK"), failures=None, 
     each output's first failure there instead of raising. B = H = 1 unless stated: the plain cases and
     the layouts use B = H = 2, which is where a (batch, head) offset shows."""
     case = BackwardCase(ctx, B, H, N, d, causal, tag, **options)
-    dk, dv = expect_tuple(f"attention_backward_dkdv for {case.what}",
-                          call(impl.attention_backward_dkdv, *case.args, **case.kwargs), 2)
+    dk, dv = expect_tuple(
+        f"attention_backward_dkdv for {case.what}", call(impl.attention_backward_dkdv, *case.args, **case.kwargs), 2
+    )
     expect_tensor(f"dk for {case.what}", dk, case.q.shape, case.dtype)
     expect_tensor(f"dv for {case.what}", dv, case.q.shape, case.dtype)
     dk_ok, dv_ok = is_close(case, dk, 1), is_close(case, dv, 2)
@@ -99,8 +126,15 @@ def _dkdv_case(impl, ctx, N, d, causal, tag, grade=("dV", "dK"), failures=None, 
         if name not in grade or (failures is not None and failures.get(name)):
             continue
         try:
-            expect_grad(case, name, out, which, blocks, lambda: _dkdv_suspects(case, which),
-                        lambda m: _diagnose_dkdv(impl, case, name, other_ok, m))
+            expect_grad(
+                case,
+                name,
+                out,
+                which,
+                blocks,
+                lambda which=which: _dkdv_suspects(case, which),
+                lambda m, name=name, other_ok=other_ok: _diagnose_dkdv(impl, case, name, other_ok, m),
+            )
         except CheckFailed as exc:
             if failures is None:
                 raise
@@ -135,13 +169,17 @@ def _feature(impl, ctx, tag, cases, **options):
     core = _core(impl, ctx)
     graded = tuple(name for name in ("dV", "dK") if core[name] is None)
     if not graded:
-        raise CheckFailed("fix dv and dk first: both are wrong on the plain non-causal case, so this check "
-                          f"cannot be graded apart from them.\n{core['dV']}")
+        raise CheckFailed(
+            "fix dv and dk first: both are wrong on the plain non-causal case, so this check "
+            f"cannot be graded apart from them.\n{core['dV']}"
+        )
     _cases(impl, ctx, tag, cases, grade=graded, **options)
     if len(graded) < 2:
         missing = ({"dV", "dK"} - set(graded)).pop()
-        return (f"graded on {graded[0]} only: {missing} is wrong on the plain case, which check "
-                f"{missing.lower()} grades; once it passes, this check grades {missing} too")
+        return (
+            f"graded on {graded[0]} only: {missing} is wrong on the plain case, which check "
+            f"{missing.lower()} grades; once it passes, this check grades {missing} too"
+        )
     return None
 
 
@@ -192,8 +230,10 @@ def causal_many_blocks(impl, ctx):
     """dK, dV, causal, N = 128, 192, and 100, 129 once ragged passes: query blocks skipped, diagonal, below it"""
     note = _feature(impl, ctx, "causal", [(N, 64, True) for N in (128, 192)])
     if _ragged(impl, ctx)["failure"] is not None:  # the ragged tail is graded by its own check
-        return ("graded on N = 128 and 192 only: the ragged check fails, so the causal cases with a partial last "
-                "block (N = 100, 129) wait until it passes")
+        return (
+            "graded on N = 128 and 192 only: the ragged check fails, so the causal cases with a partial last "
+            "block (N = 100, 129) wait until it passes"
+        )
     sizes = (100, 129) + ((1000,) if ctx.gpu else ())
     return _feature(impl, ctx, "causal_ragged", [(N, 64, True) for N in sizes]) or note
 

@@ -10,11 +10,28 @@ import math
 import torch
 
 from common import reference
-from grader.checks import layouts
-from common.compare import CheckFailed, call, slices_advice, constant_factor, expect_close, expect_tensor, rows_wrong, span
+from common.compare import (
+    CheckFailed,
+    call,
+    constant_factor,
+    expect_tensor,
+    rows_wrong,
+    slices_advice,
+    span,
+)
 from common.tolerance import FLOOR, allowed_error
-from grader.checks.backward import (BLOCK_GUESSES, BackwardCase, classify_map, common_suspects, expect_grad,
-                                    nan_advice, probe_width, scale_advice, visibility_map)
+from grader.checks import layouts
+from grader.checks.backward import (
+    BLOCK_GUESSES,
+    BackwardCase,
+    classify_map,
+    common_suspects,
+    expect_grad,
+    nan_advice,
+    probe_width,
+    scale_advice,
+    visibility_map,
+)
 from grader.core import NOT_IMPLEMENTED, check
 from grader.sandbox import ProcessEnded, StudentCodeFailed, raised
 
@@ -29,17 +46,25 @@ def _dq_suspects(case):
     dropped = {}
     for b in BLOCK_GUESSES:
         if case.causal and b < 2 * N:
-            out[f"the diagonal key blocks are not masked (as with BLOCK_M={b}): keys j > i inside the diagonal "
-                "block must get P = 0"] = case.simulate(see=j < (i // b + 1) * b)[0]
-            out[f"the diagonal key blocks are skipped (as with BLOCK_M={b}): after the unmasked blocks left of the "
-                "diagonal, visit [start_m, start_m + BLOCK_M) with the causal mask"] = case.simulate(
-                see=(j <= i) & (j < i // b * b))[0]
-            out[f"only the diagonal key block is visited (as with BLOCK_M={b}): every key block left of the "
-                "diagonal must be visited too, unmasked"] = case.simulate(see=(j <= i) & (j >= i // b * b))[0]
+            out[
+                f"the diagonal key blocks are not masked (as with BLOCK_M={b}): keys j > i inside the diagonal "
+                "block must get P = 0"
+            ] = case.simulate(see=j < (i // b + 1) * b)[0]
+            out[
+                f"the diagonal key blocks are skipped (as with BLOCK_M={b}): after the unmasked blocks left of the "
+                "diagonal, visit [start_m, start_m + BLOCK_M) with the causal mask"
+            ] = case.simulate(see=(j <= i) & (j < i // b * b))[0]
+            out[
+                f"only the diagonal key block is visited (as with BLOCK_M={b}): every key block left of the "
+                "diagonal must be visited too, unmasked"
+            ] = case.simulate(see=(j <= i) & (j >= i // b * b))[0]
         if not case.causal and N % b and N - N % b not in dropped:
-            dropped[N - N % b] = (f"the last key block is skipped when N is not a multiple of BLOCK_N (as with "
-                                  f"BLOCK_N={b}): visit the ragged remainder [N // BLOCK_N * BLOCK_N, N) too, with "
-                                  "the keys >= N masked", case.simulate(see=(j < N - N % b).expand(N, N))[0])
+            dropped[N - N % b] = (
+                f"the last key block is skipped when N is not a multiple of BLOCK_N (as with "
+                f"BLOCK_N={b}): visit the ragged remainder [N // BLOCK_N * BLOCK_N, N) too, with "
+                "the keys >= N masked",
+                case.simulate(see=(j < N - N % b).expand(N, N))[0],
+            )
     out.update(dropped.values())
     return out
 
@@ -54,8 +79,10 @@ def _diagnose_dq(impl, case, m):
     bad_rows = rows_wrong(m, -2)
     last = (case.N - 1) // QUERIES * QUERIES
     if last > 0 and not bad_rows[:last].any():
-        hints.append(f"only the rows of the last query block are wrong (rows {span(bad_rows)}): check the masks "
-                     "that involve N there (rows >= N, keys >= N, the store)")
+        hints.append(
+            f"only the rows of the last query block are wrong (rows {span(bad_rows)}): check the masks "
+            "that involve N there (rows >= N, keys >= N, the store)"
+        )
     probe = _probe_dq(impl, case)
     if probe:
         hints.append(probe)
@@ -82,10 +109,15 @@ def _probe_dq(impl, case):
     got = dq.double().cpu()[..., :ranges]
     expected = (case.visible().double() @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
     if (got - expected).abs().max() <= 0.5:
-        return ("the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
-                "in the values, not in the loop bounds or masks")
-    return (classify_map(case, got, expected, width, "keys") + "\n"
-            + visibility_map(got, expected, QUERIES, width, "query", "key", "queries"))
+        return (
+            "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
+            "in the values, not in the loop bounds or masks"
+        )
+    return (
+        classify_map(case, got, expected, width, "keys")
+        + "\n"
+        + visibility_map(got, expected, QUERIES, width, "query", "key", "queries")
+    )
 
 
 # ----------------------------------------------------------------------------- dQ cases
@@ -165,25 +197,40 @@ def _culprit(impl, ctx, causal, dtype, strided=False):
     def dq():
         out = impl.attention_backward_dq(*case.args, causal=causal)
         try:
-            expect_grad(case, "dQ", out, 0, (QUERIES, case.q.shape[-1]), lambda: _dq_suspects(case),
-                        lambda m: _diagnose_dq(impl, case, m))
+            expect_grad(
+                case,
+                "dQ",
+                out,
+                0,
+                (QUERIES, case.q.shape[-1]),
+                lambda: _dq_suspects(case),
+                lambda m: _diagnose_dq(impl, case, m),
+            )
         except CheckFailed as exc:
             cause = next((line for line in str(exc).splitlines() if line.startswith("Likely cause: ")), "")
-            return "computes a wrong dQ" + (f" ({cause[len('Likely cause: '):]})" if cause else "")
+            return "computes a wrong dQ" + (f" ({cause[len('Likely cause: ') :]})" if cause else "")
 
-    for name, grade, number in (("exercise 04 (forward)", forward, "04"), ("exercise 05 (delta)", preprocess, "05"),
-                                ("exercise 06 (dK, dV)", dkdv, "06"), ("dQ kernel of exercise 07", dq, "07")):
+    for name, grade, number in (
+        ("exercise 04 (forward)", forward, "04"),
+        ("exercise 05 (delta)", preprocess, "05"),
+        ("exercise 06 (dK, dV)", dkdv, "06"),
+        ("dQ kernel of exercise 07", dq, "07"),
+    ):
         reason = _fails(name, grade)
         if reason:
-            return (f"The cause is a piece it uses: your {name} {reason} when graded alone {where}. "
-                    f"flash_attention uses it: fix it first (make grade EX={number}).")
+            return (
+                f"The cause is a piece it uses: your {name} {reason} when graded alone {where}. "
+                f"flash_attention uses it: fix it first (make grade EX={number})."
+            )
     return None
 
 
-_GLUE = ("Your exercises 04-07 each pass on their own on a small case, so look at the assembly (the assembly check "
-         "compares it with your kernels): forward must save q, k, v, o and lse; backward must pass causal on from "
-         "forward (ctx.causal) and sm_scale to every kernel, and return the gradients in the order of forward's "
-         "inputs, (dq, dk, dv, None, None).")
+_GLUE = (
+    "Your exercises 04-07 each pass on their own on a small case, so look at the assembly (the assembly check "
+    "compares it with your kernels): forward must save q, k, v, o and lse; backward must pass causal on from "
+    "forward (ctx.causal) and sm_scale to every kernel, and return the gradients in the order of forward's "
+    "inputs, (dq, dk, dv, None, None)."
+)
 
 
 def _with_culprit(impl, ctx, causal, dtype, message, strided=False):
@@ -225,10 +272,17 @@ def _directional_check(impl, ctx, B, H, N, d, causal, tag, dtype):
         size = sum(float((g.double().abs() * u.abs()).sum()) for g, u in zip(lows, us))
         tolerance = 2 * abs(plain - fd) + FLOOR[dtype] * max(1.0, size)
         if not abs(analytic - fd) <= tolerance:
-            raise _with_culprit(impl, ctx, causal, dtype, (
-                f"{what}: along a random direction u, your gradient gives dL/du = {analytic:.6g} but central finite "
-                f"differences of attention give {fd:.6g} (allowed error {tolerance:.3g}): the backward does not "
-                "compute the derivative of the forward"))
+            raise _with_culprit(
+                impl,
+                ctx,
+                causal,
+                dtype,
+                (
+                    f"{what}: along a random direction u, your gradient gives dL/du = {analytic:.6g} but central finite "
+                    f"differences of attention give {fd:.6g} (allowed error {tolerance:.3g}): the backward does not "
+                    "compute the derivative of the forward"
+                ),
+            )
 
 
 # ----------------------------------------------------------------------------- assembly
@@ -246,7 +300,8 @@ def _assembly_case(impl, ctx, N, d, causal, tag):
         o2, lse = _exercise(impl, "04_flash_forward", "flash_forward").flash_attention_forward(q, k, v, causal=flag)
         delta = _exercise(impl, "05_backward_preprocess", "backward_preprocess").attention_backward_preprocess(o2, do)
         dk2, dv2 = _exercise(impl, "06_backward_dkdv", "backward_dkdv").attention_backward_dkdv(
-            q, k, v, do, lse, delta, causal=flag)
+            q, k, v, do, lse, delta, causal=flag
+        )
         dq2 = impl.attention_backward_dq(q, k, v, do, lse, delta, causal=flag)
         return {"o": o2, "q.grad": dq2, "k.grad": dk2, "v.grad": dv2}
 
@@ -257,8 +312,13 @@ def _assembly_case(impl, ctx, N, d, causal, tag):
         o2, lse = _exercise(impl, "04_flash_forward", "flash_forward").flash_attention_forward(q, k, v, causal=causal)
         delta = _exercise(impl, "05_backward_preprocess", "backward_preprocess").attention_backward_preprocess(o2, do)
         dk2, dv2 = _exercise(impl, "06_backward_dkdv", "backward_dkdv").attention_backward_dkdv(
-            q, k, v, do, lse, delta, causal=flag)
-        return {"q.grad": impl.attention_backward_dq(q, k, v, do, lse, delta, causal=flag), "k.grad": dk2, "v.grad": dv2}
+            q, k, v, do, lse, delta, causal=flag
+        )
+        return {
+            "q.grad": impl.attention_backward_dq(q, k, v, do, lse, delta, causal=flag),
+            "k.grad": dk2,
+            "v.grad": dv2,
+        }
 
     refs = dict(zip(("q.grad", "k.grad", "v.grad"), reference.attention_grads(q, k, v, do, causal)))
     lows = dict(zip(("q.grad", "k.grad", "v.grad"), reference.attention_grads_lowp(q, k, v, do, causal)))
@@ -273,20 +333,28 @@ def _assembly_case(impl, ctx, N, d, causal, tag):
     if not wrong:
         return
     name = wrong[0]
-    lines = [f"{what}: {', '.join(wrong)} differ from what your own kernels (exercises 04-07, called one by one "
-             "on the same inputs) give, so the autograd function does not assemble them correctly."]
+    lines = [
+        f"{what}: {', '.join(wrong)} differ from what your own kernels (exercises 04-07, called one by one "
+        "on the same inputs) give, so the autograd function does not assemble them correctly."
+    ]
     swapped = [(a, b) for a in wrong for b in own if b != a and same(got[a], own[b], a)]
     if swapped:
         a, b = swapped[0]
-        lines.append(f"Likely cause: {a} is what your kernels give for {b}: backward must return the gradients in "
-                     "the order of forward's inputs, (dq, dk, dv, None, None).")
+        lines.append(
+            f"Likely cause: {a} is what your kernels give for {b}: backward must return the gradients in "
+            "the order of forward's inputs, (dq, dk, dv, None, None)."
+        )
     elif not {"o"} & set(wrong) and all(same(got[n], flip, n) for n, flip in flipped(not causal).items() if n in wrong):
-        lines.append(f"Likely cause: {', '.join(wrong)} are what your backward kernels give with causal={not causal}: "
-                     "pass causal on from forward (ctx.causal) to every kernel of backward.")
+        lines.append(
+            f"Likely cause: {', '.join(wrong)} are what your backward kernels give with causal={not causal}: "
+            "pass causal on from forward (ctx.causal) to every kernel of backward."
+        )
     else:
-        lines.append("Likely cause: the values forward saves or backward passes on: save q, k, v, o and lse in "
-                     "forward, compute delta from o and dO, and pass causal on from forward (ctx.causal) and "
-                     "sm_scale to every kernel.")
+        lines.append(
+            "Likely cause: the values forward saves or backward passes on: save q, k, v, o and lse in "
+            "forward, compute delta from o and dO, and pass causal on from forward (ctx.causal) and "
+            "sm_scale to every kernel."
+        )
     raise CheckFailed("\n".join(lines))
 
 
@@ -314,8 +382,10 @@ def _feature(impl, ctx, tag, cases, **options):
         core = _core(impl, ctx)
         if core is None:
             raise
-        raise CheckFailed("fix dq first: dQ is wrong on the plain non-causal case too, so this check cannot be "
-                          f"graded apart from it.\n{exc}") from None
+        raise CheckFailed(
+            "fix dq first: dQ is wrong on the plain non-causal case too, so this check cannot be "
+            f"graded apart from it.\n{exc}"
+        ) from None
 
 
 @check(points=6)
@@ -374,7 +444,8 @@ def deterministic(impl, ctx):
                     f"dq for {case.what} differs between two runs on the same inputs (by up to {diff:.3g}): a race. "
                     "Several programs add into the same dQ rows (atomic adds, or a read-modify-write of dq in "
                     "memory), and their order changes from run to run. Give each query block to one program, "
-                    "accumulate in registers and store once.")
+                    "accumulate in registers and store once."
+                )
 
 
 @check(points=4)

@@ -16,8 +16,12 @@ import torch
 # The order each tensor is stored in, as a permutation of [B, H, N, d]: q as [B, N, H, d], k as
 # [H, B, N, d], v as [B, H, d, N] (d not the fastest axis), do as [N, B, H, d].
 ORDERS = ((0, 2, 1, 3), (1, 0, 2, 3), (0, 1, 3, 2), (2, 0, 1, 3))
-NAMES = {(0, 2, 1, 3): "[B, N, H, d]", (1, 0, 2, 3): "[H, B, N, d]", (0, 1, 3, 2): "[B, H, d, N]",
-         (2, 0, 1, 3): "[N, B, H, d]"}
+NAMES = {
+    (0, 2, 1, 3): "[B, N, H, d]",
+    (1, 0, 2, 3): "[H, B, N, d]",
+    (0, 1, 3, 2): "[B, H, d, N]",
+    (2, 0, 1, 3): "[N, B, H, d]",
+}
 MARGIN = 0.5  # natural-log units by which key 0's score beats every other score of its row
 
 
