@@ -7,6 +7,7 @@ no others (credit per concept).
 """
 
 import importlib
+import re
 from dataclasses import dataclass
 
 
@@ -20,10 +21,19 @@ class Mutant:
     only: bool = False  # one slip: every other check that runs here must still earn its points
 
     def apply(self, source: str) -> str:
-        count = source.count(self.old)
-        if count != 1:
-            raise AssertionError(f"mutant {self.name}: expected its text once in the solution, found it {count} times")
-        return source.replace(self.old, self.new)
+        """`source` with `old` replaced by `new`. `old` must occur exactly once; if it does not occur
+        as written, whitespace is ignored, so a solution whose lines were re-wrapped or re-indented
+        still takes its mutants."""
+        if source.count(self.old) == 1:
+            return source.replace(self.old, self.new)
+        loose = re.compile(r"\s*".join(re.escape(ch) for ch in self.old if not ch.isspace()))
+        found = len(loose.findall(source)) if self.old not in source else source.count(self.old)
+        if found != 1:
+            raise AssertionError(
+                f"mutant {self.name} no longer applies: its text occurs {found} times in the solution "
+                f"(whitespace aside), not once. Update `old` in tests/mutants/ to the solution's code:\n{self.old}"
+            )
+        return loose.sub(lambda _: self.new, source)
 
 
 def mutants_of(folder: str) -> list:
