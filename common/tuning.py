@@ -3,7 +3,6 @@
 import os
 
 import torch
-import triton
 
 ONE_CONFIG = "COURSE_ONE_CONFIG"  # "1" while a grader checks correctness: try one config, not the fastest
 
@@ -15,6 +14,8 @@ def autotune(configs, key, prune):
     When the grader checks correctness it sets COURSE_ONE_CONFIG=1: then only the first config left
     after pruning is tried, so each kernel compiles once per shape class instead of once per config,
     and no time goes into timing configs that would all give the same answer."""
+
+    import triton  # here, not at the top: the grader reads ONE_CONFIG before the interpreter is set up
 
     def early_prune(configs, named_args, **kwargs):
         kept = prune(configs, named_args, **kwargs)
@@ -60,6 +61,8 @@ def shared_memory_pruner(resident: str, streamed: str, n_resident: int, n_stream
                 rows_resident //= 2
             else:
                 break
+        import triton
+
         blocks = smallest.kwargs | {resident: rows_resident, streamed: min(rows_streamed, rows_resident)}
         return [triton.Config(blocks, num_warps=min(smallest.num_warps, 4), num_stages=stages)]
 

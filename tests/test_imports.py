@@ -77,3 +77,17 @@ def test_no_import_cycles():
         if start not in done:
             visit(start, [start])
     assert not cycles, cycles[:3]
+
+
+def test_the_checks_load_before_the_interpreter_is_chosen():
+    """`--check NAME` reads an exercise's checks before common.env.setup() picks GPU or interpreter:
+    loading them must not import triton (which would fix the choice too early)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom grader.exercises import EXERCISES\nfor ex in EXERCISES:\n    ex.checks\n"
+        "import grader.sandbox, grader.runner\nassert 'triton' not in sys.modules, 'triton imported'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
