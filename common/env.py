@@ -79,7 +79,7 @@ def setup() -> Mode:
     # thread at the first backward (even one on CPU tensors), and that thread makes the context
     # current only if it already exists; otherwise every cuBLAS call there warns "no current CUDA
     # context" and sets it up late.
-    torch.empty(0, device="cuda")
+    torch.zeros(1, device="cuda")  # a kernel launch: the context certainly exists after it
     return Mode(gpu=True, device="cuda", description=f"GPU: {torch.cuda.get_device_name()}")
 
 
