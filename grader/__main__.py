@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from common import env
-
-ROOT = Path(__file__).resolve().parent.parent
+from grader import ROOT
 
 
 def parse_args(argv):

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from common import env
+from grader import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZES = (512, 1024, 2048, 4096, 8192, 16384)
 METHODS = ("naive", "sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "course")
 DEFAULT_METHODS = ("naive", "sdpa", "sdpa-flash", "course")

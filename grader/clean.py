@@ -9,7 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from grader import ROOT
+
 # What nbgrader and `make autograde` write into a course directory from students' work.
 GRADING_WORK = ("gradebook.db", "submitted", "autograded", "feedback", "downloaded", "grades.csv")
 

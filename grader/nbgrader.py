@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.notebooks import CELL_TIMEOUT, ROOT, course_environment, source_notebook
+from grader import ROOT
+from grader.notebooks import CELL_TIMEOUT, course_environment, source_notebook
 from grader.skeletons import BEGIN, make_skeleton
 
 try:

@@ -21,9 +21,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from grader import ROOT
 from grader.skeletons import BEGIN
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261130  # checks in notebooks use fixed inputs, so a regrade gives the same score
 CELL_TIMEOUT = 600  # seconds: a first Triton compile + autotune on a GPU, or the interpreter on a CPU
 

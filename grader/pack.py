@@ -22,7 +22,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from grader import ROOT
+
 LEFT_OUT = ("solutions/", "tests/", ".ci/")
 
 SETUP = """\

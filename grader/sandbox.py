@@ -35,10 +35,9 @@ from pathlib import Path
 
 from common import wire
 from common.tuning import ONE_CONFIG
-from grader import zygote
+from grader import ROOT, zygote
 from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
-ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_FILES = (
     "__init__.py",
     "env.py",

@@ -13,11 +13,9 @@ import torch
 from common import reference
 from common.compare import CheckFailed, expect_close
 from common.tolerance import allowed_error
-from grader.checks import layouts
+from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 
-LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
-BLOCK_GUESSES = (16, 32, 64, 128)  # block sizes a student's kernel may use, to recognise bugs tied to one
 
 
 # ----------------------------------------------------------------------------- a backward case

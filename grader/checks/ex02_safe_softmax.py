@@ -6,7 +6,7 @@ from common import reference
 from common.compare import call, expect_close, expect_tensor, rows_wrong, span
 from grader.core import check
 
-BLOCK_GUESSES = (32, 64, 128, 256, 512)
+SOFTMAX_BLOCKS = (32, 64, 128, 256, 512)
 
 
 def _softmax_case(impl, ctx, x, what):
@@ -29,7 +29,7 @@ def _suspects(x):
     """What common bugs output: a sum over the first column block only; no max subtracted."""
     x64 = x.double()
     suspects = {}
-    for block in BLOCK_GUESSES:
+    for block in SOFTMAX_BLOCKS:
         if block < x.shape[1]:
             shifted = torch.exp(x64 - x64.max(-1, keepdim=True).values)
             suspects[

@@ -6,7 +6,7 @@ import torch
 
 from common import reference
 from common.compare import call, expect_close, expect_tensor, expect_tuple
-from grader.checks.ex02_safe_softmax import BLOCK_GUESSES, diagnose_softmax
+from grader.checks.ex02_safe_softmax import SOFTMAX_BLOCKS, diagnose_softmax
 from grader.core import check
 
 
@@ -41,7 +41,7 @@ def _unrescaled_denominator(x, block):
 def _y_suspects(x):
     x64 = x.double()
     suspects = {}
-    for block in BLOCK_GUESSES:
+    for block in SOFTMAX_BLOCKS:
         if block < x.shape[1]:
             m, l = _unrescaled_denominator(x64, block)
             suspects[
@@ -55,7 +55,7 @@ def _lse_suspects(x, lse_ref):
         "lse is in base 2 (log2 instead of the natural log)": lse_ref / math.log(2),
         "lse is only log(l), without the running max m added back": lse_ref - x.double().max(-1).values,
     }
-    for block in BLOCK_GUESSES:
+    for block in SOFTMAX_BLOCKS:
         if block < x.shape[1]:
             m, l = _unrescaled_denominator(x.double(), block)
             suspects[

@@ -16,11 +16,9 @@ from common.compare import (
     span,
 )
 from common.tolerance import allowed_error
-from grader.checks import layouts
+from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.core import check
 
-LOG2E = 1.4426950408889634
-BLOCK_GUESSES = (16, 32, 64, 128)  # block sizes a student's kernel may use, to recognise bugs tied to one
 ROWS = 64  # rows per query block in the maps and tile summaries (the interpreter config's BLOCK_M)
 WEIGHT_TOL = 0.02  # attention weights are in [0, 1]; a probe weight off by more than this is wrong
 

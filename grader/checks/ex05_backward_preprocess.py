@@ -4,10 +4,10 @@ import torch
 
 from common import inputs, reference
 from common.compare import CheckFailed, call, expect_close, expect_tensor, rows_wrong, span
+from grader.checks import BLOCK_GUESSES
 from grader.core import check
 from grader.sandbox import raised
 
-BLOCK_GUESSES = (16, 32, 64, 128)  # rows per program a student's kernel may use
 ROWS = 32  # rows per program in the tile summaries (the interpreter config's BLOCK_M)
 
 

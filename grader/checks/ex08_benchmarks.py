@@ -12,16 +12,15 @@ import json
 import math
 import statistics
 import uuid
-from pathlib import Path
 
 import torch
 
 from common import reference
 from common.compare import CheckFailed, expect_close, expect_tensor
 from common.fixtures import course_flops, forward_runner, reference_measurement
+from grader import ROOT
 from grader.core import NOT_IMPLEMENTED, Fixture, OutputFile, check
 
-ROOT = Path(__file__).resolve().parents[2]
 MODES = ("fwd", "bwd", "fwd+bwd")
 RESULT_KEYS = ("ms", "tflops", "peak_mib", "status")
 ROW_KEYS = ("method", "mode", "label", "B", "H", "N", "d", "causal", "dtype", "device") + RESULT_KEYS
