@@ -355,9 +355,13 @@ class StudentProcess:
         }
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME", "COURSE_COLD_START"):
+        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
             if name in os.environ:
                 env[name] = os.environ[name]
+        # On a GPU, each process imports the packages itself, after the fork (COURSE_COLD_START=0
+        # forks them warm there too): CUDA must never be set up before a fork, and next to compiling
+        # kernels the import is a small part of a grading run.
+        env["COURSE_COLD_START"] = os.environ.get("COURSE_COLD_START", "1" if self.device == "cuda" else "0")
         return env
 
     def _environment(self) -> dict:

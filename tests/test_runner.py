@@ -143,3 +143,21 @@ def test_a_cold_start_grades_the_same(monkeypatch):
     monkeypatch.setenv("COURSE_COLD_START", "1")
     (result,) = grade_exercise(find("02"), ROOT / "solutions", seed=7, time_limit=60, only=("short_rows",))
     assert result.status == "passed", result.message
+
+
+def test_the_student_environment_on_a_gpu(monkeypatch):
+    """On a GPU: packages imported after the fork (CUDA is never set up before one), and one
+    autotuning config per kernel, except in exercise 08, which times the kernels."""
+    from grader.sandbox import Sandbox, StudentProcess
+
+    monkeypatch.delenv("COURSE_COLD_START", raising=False)
+    sandbox = Sandbox(ROOT / "solutions", ["04_flash_forward"])
+    try:
+        gpu = StudentProcess(sandbox, find("04"), "cuda")._environment()
+        cpu = StudentProcess(sandbox, find("04"), "cpu")._environment()
+        timed = StudentProcess(sandbox, find("08"), "cuda")._environment()
+    finally:
+        sandbox.remove()
+    assert gpu["COURSE_COLD_START"] == "1" and cpu["COURSE_COLD_START"] == "0"
+    assert gpu["COURSE_ONE_CONFIG"] == "1" and "COURSE_ONE_CONFIG" not in cpu and "COURSE_ONE_CONFIG" not in timed
+    assert "TRITON_INTERPRET" not in gpu and cpu["TRITON_INTERPRET"] == "1"
