@@ -11,6 +11,12 @@ import torch
 FACTOR = 2.0
 FLOOR = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
 
+# The diagnoses, not the scores, use these: they compare a kernel's output on probe inputs with
+# what a known bug would give.
+WEIGHT_TOL = 0.02  # an attention weight (in [0, 1]) further than this from the expected one is wrong
+PROBE_HALFWAY = 0.5  # a probe whose outputs are 0 or 1 (a key seen or not) is read at the halfway mark
+SCALE_MATCH = 0.02  # a gradient off by a constant factor matches a known factor within 2%
+
 
 def max_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     both_finite = torch.isfinite(ref) & torch.isfinite(out)

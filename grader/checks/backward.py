@@ -12,7 +12,7 @@ import torch
 
 from common import reference
 from common.compare import CheckFailed, expect_close
-from common.tolerance import allowed_error
+from common.tolerance import PROBE_HALFWAY, SCALE_MATCH, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 
 LN2 = 0.6931471805599453
@@ -233,7 +233,7 @@ def scale_advice(case, name, factor):
         1 / (case.scale * LOG2E): f"sm_scale is missing on {name}, and a log2(e) is missing too",
         LN2: f"{name} carries an extra ln(2)",
     }
-    guess = next((why for c, why in known.items() if abs(factor / c - 1) < 0.02), None)
+    guess = next((why for c, why in known.items() if abs(factor / c - 1) < SCALE_MATCH), None)
     text = f"{name} is {factor:.4g} times the expected gradient everywhere"
     return f"{text}: {guess}" if guess else f"{text}: check the scale factors (sm_scale = {case.scale:.4g})"
 
@@ -253,9 +253,9 @@ def visibility_map(got, expected, block, width, row_name, col_name, rows_name):
             gc, ec = g[..., c], e[..., c]
             if gc.isnan().any():
                 cells.append("?")
-            elif (gc - ec).max() > 0.5:
+            elif (gc - ec).max() > PROBE_HALFWAY:
                 cells.append("+")
-            elif (ec - gc).max() > 0.5:
+            elif (ec - gc).max() > PROBE_HALFWAY:
                 cells.append("m")
             else:
                 cells.append("." if ec.max() > 0 else "-")
@@ -270,8 +270,8 @@ def classify_map(case, got, expected, width, columns):
     ranges = got.shape[-1]
     sizes = torch.bincount(torch.arange(case.N) // width, minlength=ranges).double()  # columns per range
     e = expected.flatten(0, -3)[0]  # the same for every (batch, head)
-    extra = ((got - expected) > 0.5).flatten(0, -3).any(0)
-    missing = ((expected - got) > 0.5).flatten(0, -3).any(0)
+    extra = ((got - expected) > PROBE_HALFWAY).flatten(0, -3).any(0)
+    missing = ((expected - got) > PROBE_HALFWAY).flatten(0, -3).any(0)
     wrong = extra | missing
     crossing = (e > 0) & (e < sizes)  # a range that the diagonal cuts for this row
     if case.causal and (extra & (e < sizes)).any():

@@ -15,12 +15,11 @@ from common.compare import (
     rows_wrong,
     span,
 )
-from common.tolerance import allowed_error
+from common.tolerance import WEIGHT_TOL, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.core import check
 
 ROWS = 64  # rows per query block in the maps and tile summaries (the interpreter config's BLOCK_M)
-WEIGHT_TOL = 0.02  # attention weights are in [0, 1]; a probe weight off by more than this is wrong
 
 
 # ----------------------------------------------------------------------------- running a case

@@ -4,6 +4,7 @@ for the cases, the bug simulator and the probe it shares with exercise 07)."""
 import torch
 
 from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
+from common.tolerance import PROBE_HALFWAY
 from grader.checks.backward import (
     BLOCK_GUESSES,
     BackwardCase,
@@ -97,7 +98,7 @@ def probe_dkdv(impl, case):
         return None
     got = dv.double().cpu()[..., :ranges]
     expected = (case.visible().double().transpose(0, 1) @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
-    if (got - expected).abs().max() <= 0.5:
+    if (got - expected).abs().max() <= PROBE_HALFWAY:
         return (
             "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
             "in the values, not in the loop bounds or masks"

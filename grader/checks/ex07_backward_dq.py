@@ -19,7 +19,7 @@ from common.compare import (
     slices_advice,
     span,
 )
-from common.tolerance import FLOOR, allowed_error
+from common.tolerance import FLOOR, PROBE_HALFWAY, allowed_error
 from grader.checks import layouts
 from grader.checks.backward import (
     BLOCK_GUESSES,
@@ -108,7 +108,7 @@ def _probe_dq(impl, case):
         return None
     got = dq.double().cpu()[..., :ranges]
     expected = (case.visible().double() @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
-    if (got - expected).abs().max() <= 0.5:
+    if (got - expected).abs().max() <= PROBE_HALFWAY:
         return (
             "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
             "in the values, not in the loop bounds or masks"
