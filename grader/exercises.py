@@ -1,7 +1,11 @@
-"""The course map: every graded exercise, where its code lives, and which checks grade it."""
+"""The course map, found rather than listed: every module grader/checks/ex<folder>.py is an
+exercise, graded on <folder>/<MODULE>.py, with its CHECKS and its description (TITLE, MODULE,
+FUNCTIONS and, where they differ from the defaults, KERNELS_ONLY, EXTRA_IMPORTS, TIMED)."""
 
 import importlib
 from dataclasses import dataclass
+
+from grader import ROOT
 
 
 @dataclass(frozen=True)
@@ -17,40 +21,38 @@ class Exercise:
 
     @property
     def checks(self) -> list:
-        return importlib.import_module(f"grader.checks.ex{self.folder}").CHECKS
+        return _check_module(self.folder).CHECKS
 
     @property
     def points(self) -> float:
         return sum(c.points for c in self.checks)
 
 
-EXERCISES = (
-    Exercise("01", "01_tiled_matmul", "tiled matmul", "matmul", ("matmul",)),
-    Exercise("02", "02_safe_softmax", "safe softmax", "safe_softmax", ("softmax",)),
-    Exercise("03", "03_online_softmax", "online softmax", "online_softmax", ("online_softmax",)),
-    Exercise("04", "04_flash_forward", "FlashAttention forward", "flash_forward", ("flash_attention_forward",)),
-    Exercise(
-        "05",
-        "05_backward_preprocess",
-        "backward preprocess (delta)",
-        "backward_preprocess",
-        ("attention_backward_preprocess",),
-    ),
-    Exercise("06", "06_backward_dkdv", "backward dK, dV", "backward_dkdv", ("attention_backward_dkdv",)),
-    Exercise(
-        "07", "07_backward_dq", "backward dQ and autograd", "backward_dq", ("attention_backward_dq", "flash_attention")
-    ),
-    Exercise(
-        "08",
-        "08_benchmarks",
-        "benchmarks",
-        "benchmarks",
-        ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot"),
-        kernels_only=False,
-        extra_imports=("time", "statistics", "matplotlib.figure"),
-        timed=True,
-    ),
-)
+def _check_module(folder: str):
+    return importlib.import_module(f"grader.checks.ex{folder}")
+
+
+def _discover() -> tuple:
+    exercises = []
+    for path in sorted((ROOT / "grader" / "checks").glob("ex[0-9][0-9]_*.py")):
+        folder = path.stem[2:]
+        m = _check_module(folder)
+        exercises.append(
+            Exercise(
+                folder[:2],
+                folder,
+                m.TITLE,
+                m.MODULE,
+                tuple(m.FUNCTIONS),
+                kernels_only=getattr(m, "KERNELS_ONLY", True),
+                extra_imports=tuple(getattr(m, "EXTRA_IMPORTS", ())),
+                timed=getattr(m, "TIMED", False),
+            )
+        )
+    return tuple(exercises)
+
+
+EXERCISES = _discover()
 
 
 def find(key: str) -> Exercise:

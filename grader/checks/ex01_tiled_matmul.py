@@ -6,6 +6,11 @@ from common import reference
 from common.compare import call, expect_close, expect_tensor, rows_wrong, span
 from grader.core import check
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "tiled matmul"
+MODULE = "matmul"  # the student's file: 01_tiled_matmul/matmul.py
+FUNCTIONS = ("matmul",)  # what the checks call
+
 BLOCK_K_GUESSES = (16, 32, 64, 128)
 
 

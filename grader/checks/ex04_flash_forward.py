@@ -19,6 +19,11 @@ from common.tolerance import WEIGHT_TOL, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.core import check
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "FlashAttention forward"
+MODULE = "flash_forward"
+FUNCTIONS = ("flash_attention_forward",)
+
 ROWS = 64  # rows per query block in the maps and tile summaries (the interpreter config's BLOCK_M)
 
 

@@ -8,6 +8,11 @@ from grader.checks import BLOCK_GUESSES
 from grader.core import check
 from grader.sandbox import raised
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "backward preprocess (delta)"
+MODULE = "backward_preprocess"
+FUNCTIONS = ("attention_backward_preprocess",)
+
 ROWS = 32  # rows per program in the tile summaries (the interpreter config's BLOCK_M)
 
 

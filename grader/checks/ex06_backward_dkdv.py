@@ -19,6 +19,11 @@ from grader.checks.backward import (
 )
 from grader.core import check
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "backward dK, dV"
+MODULE = "backward_dkdv"
+FUNCTIONS = ("attention_backward_dkdv",)
+
 KEYS = 64  # keys per program in tile summaries and maps (exercise 06's interpreter BLOCK_N)
 
 

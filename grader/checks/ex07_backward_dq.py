@@ -35,6 +35,11 @@ from grader.checks.backward import (
 from grader.core import NOT_IMPLEMENTED, check
 from grader.sandbox import ProcessEnded, StudentCodeFailed, raised
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "backward dQ and autograd"
+MODULE = "backward_dq"
+FUNCTIONS = ("attention_backward_dq", "flash_attention")
+
 QUERIES = 64  # query rows per program in tile summaries and maps (exercise 07's interpreter BLOCK_M)
 OWN_STUBS = (f"{NOT_IMPLEMENTED}: forward", f"{NOT_IMPLEMENTED}: backward")  # this file's autograd regions
 

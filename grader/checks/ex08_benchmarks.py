@@ -21,6 +21,14 @@ from common.fixtures import course_flops, forward_runner, reference_measurement
 from grader import ROOT
 from grader.core import NOT_IMPLEMENTED, Fixture, OutputFile, check
 
+# The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
+TITLE = "benchmarks"
+MODULE = "benchmarks"
+FUNCTIONS = ("attention_flops", "attention_memory", "naive_attention", "measure", "sweep", "plot")
+KERNELS_ONLY = False  # it measures: PyTorch code outside kernels is the point
+EXTRA_IMPORTS = ("time", "statistics", "matplotlib.figure")
+TIMED = True  # it times kernels: they are autotuned fully
+
 MODES = ("fwd", "bwd", "fwd+bwd")
 RESULT_KEYS = ("ms", "tflops", "peak_mib", "status")
 ROW_KEYS = ("method", "mode", "label", "B", "H", "N", "d", "causal", "dtype", "device") + RESULT_KEYS
