@@ -296,3 +296,40 @@ def classify_map(case, got, expected, width, columns):
 
 def probe_width(N, d):
     return next(w for w in (16, 32, 64, 128, 256, 512, 1024, 4096, 16384) if -(-N // w) <= min(d, 16))
+
+
+def visibility_probe(case, run, per_key: bool, rows: int):
+    """A map of which (query, key) pairs the student's kernel lets through, from one run of it on
+    probe inputs: q = 0 and lse = 0, so P = 1 on every pair the kernel treats as visible, and a
+    one-hot tensor over ranges of `width` positions, so that the output's column c counts the
+    visible partners in range c. `run(zeros, onehot, lse)` calls the kernel and returns that output:
+    per key (dV, rows are keys, columns query ranges) or per query (dQ, the other way round); the
+    map groups `rows` of them per program.
+    None when the kernel fails on the probe (it is advice only: the check has already failed)."""
+    B, H, N, d = case.q.shape
+    width = probe_width(N, d)
+    ranges = -(-N // width)
+    zeros = torch.zeros(B, H, N, d, dtype=case.dtype, device=case.q.device)
+    onehot = zeros.clone()
+    onehot[..., torch.arange(N), torch.arange(N) // width] = 1
+    lse = torch.zeros(B, H, N, dtype=torch.float32, device=case.q.device)
+    try:
+        got = run(zeros, onehot, lse).double().cpu()[..., :ranges]
+    except Exception:  # noqa: BLE001 - the probe is advice only; the check has already failed
+        return None
+    visible = case.visible().double()  # [query, key]
+    if per_key:
+        visible = visible.transpose(0, 1)
+    expected = (visible @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
+    if (got - expected).abs().max() <= PROBE_HALFWAY:
+        return (
+            "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
+            "in the values, not in the loop bounds or masks"
+        )
+    this, other = ("key", "query") if per_key else ("query", "key")
+    plural = {"key": "keys", "query": "queries"}
+    return (
+        classify_map(case, got, expected, width, plural[other])
+        + "\n"
+        + visibility_map(got, expected, rows, width, this, other, plural[this])
+    )

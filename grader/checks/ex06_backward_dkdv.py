@@ -4,18 +4,15 @@ for the cases, the bug simulator and the probe it shares with exercise 07)."""
 import torch
 
 from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
-from common.tolerance import PROBE_HALFWAY
 from grader.checks.backward import (
     BLOCK_GUESSES,
     BackwardCase,
-    classify_map,
     common_suspects,
     expect_grad,
     is_close,
     nan_advice,
-    probe_width,
     scale_advice,
-    visibility_map,
+    visibility_probe,
 )
 from grader.core import check
 
@@ -83,36 +80,14 @@ def _diagnose_dkdv(impl, case, name, other_ok, m):
     return "\n".join(hints) or None
 
 
-# ----------------------------------------------------------------------------- the visibility probe
 def probe_dkdv(impl, case):
-    """Run the student's kernel with q = 0, lse = 0 and dO one-hot over query ranges.
+    """The visibility probe (checks/backward.py) through dV: with dO one-hot over query ranges,
+    dV[j, c] counts the visible queries of range c for key j."""
 
-    Then P = 1 on every pair the kernel treats as visible and dV[j, c] counts the visible queries of
-    range c for key j: a map of which (key block, query range) regions are right.
-    """
-    B, H, N, d = case.q.shape
-    width = probe_width(N, d)
-    ranges = -(-N // width)
-    zeros = torch.zeros(B, H, N, d, dtype=case.dtype, device=case.q.device)
-    onehot = zeros.clone()
-    onehot[..., torch.arange(N), torch.arange(N) // width] = 1
-    lse = torch.zeros(B, H, N, dtype=torch.float32, device=case.q.device)
-    try:
-        _, dv = impl.attention_backward_dkdv(zeros, case.k, case.v, onehot, lse, lse.clone(), **case.kwargs)
-    except Exception:  # noqa: BLE001 - the probe is advice only; the check has already failed
-        return None
-    got = dv.double().cpu()[..., :ranges]
-    expected = (case.visible().double().transpose(0, 1) @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
-    if (got - expected).abs().max() <= PROBE_HALFWAY:
-        return (
-            "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
-            "in the values, not in the loop bounds or masks"
-        )
-    return (
-        classify_map(case, got, expected, width, "queries")
-        + "\n"
-        + visibility_map(got, expected, KEYS, width, "key", "query", "keys")
-    )
+    def run(zeros, onehot, lse):
+        return impl.attention_backward_dkdv(zeros, case.k, case.v, onehot, lse, lse.clone(), **case.kwargs)[1]
+
+    return visibility_probe(case, run, per_key=True, rows=KEYS)
 
 
 # ----------------------------------------------------------------------------- running a case

@@ -19,18 +19,16 @@ from common.compare import (
     slices_advice,
     span,
 )
-from common.tolerance import FLOOR, PROBE_HALFWAY, allowed_error
+from common.tolerance import FLOOR, allowed_error
 from grader.checks import layouts
 from grader.checks.backward import (
     BLOCK_GUESSES,
     BackwardCase,
-    classify_map,
     common_suspects,
     expect_grad,
     nan_advice,
-    probe_width,
     scale_advice,
-    visibility_map,
+    visibility_probe,
 )
 from grader.core import NOT_IMPLEMENTED, check
 from grader.sandbox import ProcessEnded, StudentCodeFailed, raised
@@ -95,34 +93,15 @@ def _diagnose_dq(impl, case, m):
 
 
 def _probe_dq(impl, case):
-    """Run the student's kernel with q = 0, lse = 0, v = 0, delta = -1 and K one-hot over key ranges.
+    """The visibility probe (checks/backward.py) through dQ: with v = 0, delta = -1 and sm_scale = 1,
+    dS = P, and with K one-hot over key ranges dQ[i, c] counts the visible keys of range c for query i."""
 
-    Then P = 1 wherever the kernel lets a key through, dS = P * (0 - (-1)) = P, and with sm_scale = 1
-    dQ[i, c] counts the visible keys of range c for query i.
-    """
-    B, H, N, d = case.q.shape
-    width = probe_width(N, d)
-    ranges = -(-N // width)
-    zeros = torch.zeros(B, H, N, d, dtype=case.dtype, device=case.q.device)
-    onehot = zeros.clone()
-    onehot[..., torch.arange(N), torch.arange(N) // width] = 1
-    lse = torch.zeros(B, H, N, dtype=torch.float32, device=case.q.device)
-    try:
-        dq = impl.attention_backward_dq(zeros, onehot, zeros, case.do, lse, lse - 1.0, causal=case.causal, sm_scale=1.0)
-    except Exception:  # noqa: BLE001 - the probe is advice only; the check has already failed
-        return None
-    got = dq.double().cpu()[..., :ranges]
-    expected = (case.visible().double() @ onehot[0, 0].double().cpu()[:, :ranges]).expand_as(got)
-    if (got - expected).abs().max() <= PROBE_HALFWAY:
-        return (
-            "the (query, key) pairs your kernel visits and masks are right (probed with q = 0): the error is "
-            "in the values, not in the loop bounds or masks"
+    def run(zeros, onehot, lse):
+        return impl.attention_backward_dq(
+            zeros, onehot, zeros, case.do, lse, lse - 1.0, causal=case.causal, sm_scale=1.0
         )
-    return (
-        classify_map(case, got, expected, width, "keys")
-        + "\n"
-        + visibility_map(got, expected, QUERIES, width, "query", "key", "queries")
-    )
+
+    return visibility_probe(case, run, per_key=False, rows=QUERIES)
 
 
 # ----------------------------------------------------------------------------- dQ cases
