@@ -14,6 +14,7 @@ from common import reference
 from common.compare import CheckFailed, expect_close
 from common.tolerance import PROBE_HALFWAY, SCALE_MATCH, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
+from grader.checks.maps import probe_width, region_map
 
 LN2 = 0.6931471805599453
 
@@ -110,13 +111,6 @@ class BackwardCase:
         ds = p * (dp - delta[..., None]) if use_delta else p * dp
         return grad_scale * ds @ k, grad_scale * ds.transpose(-1, -2) @ q, dv
 
-    def dense_tensors(self):
-        """q, k, v, do reinterpreted as contiguous [B, H, N, d]: what a kernel ignoring strides reads."""
-        return [
-            torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride())
-            for t in (self.q, self.k, self.v, self.do)
-        ]
-
 
 def visible(n, causal):
     i = torch.arange(n)[:, None]
@@ -151,20 +145,8 @@ def common_suspects(case, which: int, name: str):
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead"] = sim(
             scale=reference.default_scale(case.q.shape[-1])
         )[which]
-    if not all(t.is_contiguous() for t in (case.q, case.k, case.v, case.do)):
-        out[
-            "the strides are ignored: q, k, v, do are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
-            "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"
-        ] = sim(tensors=case.dense_tensors())[which]
-    names = {"q": case.q, "k": case.k, "v": case.v, "do": case.do}
-    for a, t in names.items():
-        for b, u in names.items():
-            if a != b and t.stride() != u.stride():
-                read = dict(names, **{a: torch.as_strided(t, t.shape, u.stride())})
-                out[
-                    f"{a} is read with the strides of {b}: pass each tensor's own strides ({a}.stride() for {a}) "
-                    f"and address {a} with them"
-                ] = sim(tensors=list(read.values()))[which]
+    tensors = {"q": case.q, "k": case.k, "v": case.v, "do": case.do}
+    out.update(layouts.stride_suspects(tensors, lambda read: sim(tensors=list(read.values()))[which]))
     if case.causal:
         out["the causal mask is missing: keys j > i get P > 0"] = sim(see=case.visible(causal=False))[which]
         out["the causal mask hides the diagonal: query i sees key j = i (keep offs_m >= offs_n, not >)"] = sim(
@@ -240,27 +222,12 @@ def scale_advice(case, name, factor):
 
 def visibility_map(got, expected, block, width, row_name, col_name, rows_name):
     """One line per block of `block` rows, one character per range of `width` columns."""
-    N, ranges = got.shape[-2], got.shape[-1]
-    lines = [
+    header = (
         f"Which (query, key) pairs your kernel counts, probed with q = 0 and lse = 0 (so P = 1 wherever a "
         f"key is visible), per ({row_name} block of {block}, {col_name} range of {width}): '.' right, "
         "'-' hidden and right, 'm' pairs missing, '+' extra pairs, '?' NaN"
-    ]
-    for start in range(0, N, block):
-        g, e = got[..., start : start + block, :], expected[..., start : start + block, :]
-        cells = []
-        for c in range(ranges):
-            gc, ec = g[..., c], e[..., c]
-            if gc.isnan().any():
-                cells.append("?")
-            elif (gc - ec).max() > PROBE_HALFWAY:
-                cells.append("+")
-            elif (ec - gc).max() > PROBE_HALFWAY:
-                cells.append("m")
-            else:
-                cells.append("." if ec.max() > 0 else "-")
-        lines.append(f"  {rows_name} {start:>5}..{min(start + block, N) - 1:<5} " + " ".join(cells))
-    return "\n".join(lines)
+    )
+    return region_map(got, expected, block, width, header, rows_name, PROBE_HALFWAY)
 
 
 def classify_map(case, got, expected, width, columns):
@@ -292,10 +259,6 @@ def classify_map(case, got, expected, width, columns):
             "masked, the fully visible ones unmasked, the fully hidden ones skipped)"
         )
     return "some pairs are counted twice or wrongly masked: check the loop bounds and the masks"
-
-
-def probe_width(N, d):
-    return next(w for w in (16, 32, 64, 128, 256, 512, 1024, 4096, 16384) if -(-N // w) <= min(d, 16))
 
 
 def visibility_probe(case, run, per_key: bool, rows: int):

@@ -17,6 +17,7 @@ from common.compare import (
 )
 from common.tolerance import WEIGHT_TOL, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
+from grader.checks.maps import probe_width, region_map
 from grader.core import check
 
 # The exercise: grader/exercises.py finds it from this module's name, ex<folder>.py.
@@ -141,21 +142,9 @@ def _o_suspects(case):
     out["o is never divided by l_i: after the loop, o = acc / l_i (acc holds the unnormalised sum of p @ V)"] = (
         case.ref_o * l
     )
-    if not all(t.is_contiguous() for t in (q, k, v)):
-        dense = [torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride()) for t in (q, k, v)]
-        out[
-            "the strides are ignored: q, k, v are read as if contiguous [B, H, N, d]; address q[b, h, n, c] as "
-            "q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"
-        ] = _attention(*dense, scale, see)
-    names = {"q": q, "k": k, "v": v}
-    for name, t in names.items():
-        for other, u in names.items():
-            if other != name and t.stride() != u.stride():
-                read = dict(names, **{name: torch.as_strided(t, t.shape, u.stride())})
-                out[
-                    f"{name} is read with the strides of {other}: pass each tensor's own strides ({name}.stride() "
-                    f"for {name}) and address {name} with them"
-                ] = _attention(read["q"], read["k"], read["v"], scale, see)
+    out.update(
+        layouts.stride_suspects({"q": q, "k": k, "v": v}, lambda t: _attention(t["q"], t["k"], t["v"], scale, see))
+    )
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper passes"] = (
             _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
@@ -276,7 +265,7 @@ def _probe(case):
     """
     q, k = case.q, case.k
     B, H, N, d = q.shape
-    width = next(w for w in (16, 32, 64, 128, 256, 512, 1024, 4096, 16384) if -(-N // w) <= min(d, 16))
+    width = probe_width(N, d)
     v = torch.zeros(B, H, N, d, dtype=q.dtype, device=q.device)
     v[..., torch.arange(N), torch.arange(N) // width] = 1
     kwargs = {"causal": case.causal} | ({"sm_scale": case.sm_scale} if case.sm_scale is not None else {})
@@ -297,26 +286,11 @@ def _probe(case):
 
 def _weight_map(got, ref, width):
     """One line per query block, one character per key range: how the weights compare."""
-    N, ranges = got.shape[-2], got.shape[-1]
-    lines = [
+    header = (
         f"Attention weights per (query block of {ROWS} rows, key range of {width} keys), probed with a "
         "one-hot V: '.' right, '-' hidden and right, 'm' too little weight, '+' too much, '?' NaN"
-    ]
-    for start in range(0, N, ROWS):
-        g, r = got[..., start : start + ROWS, :], ref[..., start : start + ROWS, :]
-        cells = []
-        for c in range(ranges):
-            gc, rc = g[..., c], r[..., c]
-            if gc.isnan().any():
-                cells.append("?")
-            elif (gc - rc).max() > WEIGHT_TOL:
-                cells.append("+")
-            elif (rc - gc).max() > WEIGHT_TOL:
-                cells.append("m")
-            else:
-                cells.append("." if rc.max() > 0 else "-")
-        lines.append(f"  rows {start:>5}..{min(start + ROWS, N) - 1:<5} " + " ".join(cells))
-    return "\n".join(lines)
+    )
+    return region_map(got, ref, ROWS, width, header, "rows", WEIGHT_TOL)
 
 
 def _classify(case, got, ref, width):

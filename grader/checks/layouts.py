@@ -60,3 +60,28 @@ def dominant_first_key(q: torch.Tensor, k: torch.Tensor, scale: float, causal: b
     k[..., 0, -1] = 1
     q[..., -1] = (need / scale).to(q.dtype)
     return q, k
+
+
+def stride_suspects(tensors: dict, simulate) -> dict:
+    """The stride bugs of an attention kernel, each simulated: every tensor read as if contiguous
+    [B, H, N, d], and each tensor read with another's strides. `tensors` maps names to the inputs
+    in the kernel's argument order; `simulate(tensors)` is the output a kernel reading those would give."""
+    names = ", ".join(tensors)
+    out = {}
+    if not all(t.is_contiguous() for t in tensors.values()):
+        dense = {
+            n: torch.as_strided(t, t.shape, torch.empty(t.shape, device="meta").stride()) for n, t in tensors.items()
+        }
+        out[
+            f"the strides are ignored: {names} are read as if contiguous [B, H, N, d]; address q[b, h, n, c] "
+            "as q_ptr + b * stride_qb + h * stride_qh + n * stride_qn + c * stride_qd"
+        ] = simulate(dense)
+    for a, t in tensors.items():
+        for b, u in tensors.items():
+            if a != b and t.stride() != u.stride():
+                read = dict(tensors, **{a: torch.as_strided(t, t.shape, u.stride())})
+                out[
+                    f"{a} is read with the strides of {b}: pass each tensor's own strides ({a}.stride() for {a}) "
+                    f"and address {a} with them"
+                ] = simulate(read)
+    return out
