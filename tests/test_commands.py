@@ -91,31 +91,23 @@ def test_skeletons_follow_an_edited_solution(course_repo):
 
 def test_make_skeletons_refuses_and_says_how(course_repo):
     """The command line, writing elsewhere (OUT=): a file edited there is refused, with the way out."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+
+    def skeletons_to_out():
+        return subprocess.run(
+            [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    proc = skeletons_to_out()
     assert proc.returncode == 0 and "wrote" in proc.stdout, proc.stdout + proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = skeletons_to_out()
     assert proc.returncode == 0 and "wrote" not in proc.stdout  # nothing changed, nothing written
     stray = next((course_repo / "out").glob("*/*.py"))
     stray.write_text("# edited\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "grader.skeletons", "--out", str(course_repo / "out")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = skeletons_to_out()
     assert proc.returncode == 1 and "FORCE=1" in proc.stderr and stray.read_text() == "# edited\n"
 
 

@@ -11,7 +11,7 @@ import math
 import torch
 
 from common import reference
-from common.compare import CheckFailed, expect_close
+from common.compare import CheckFailed, expect_close, rows_wrong, span
 from common.tolerance import PROBE_HALFWAY, SCALE_MATCH, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.checks.maps import probe_width, region_map
@@ -259,6 +259,18 @@ def classify_map(case, got, expected, width, columns):
             "masked, the fully visible ones unmasked, the fully hidden ones skipped)"
         )
     return "some pairs are counted twice or wrongly masked: check the loop bounds and the masks"
+
+
+def last_block_hint(m, N: int, block: int, things: str, block_kind: str, masks: str):
+    """A hint when only the last block of `block` rows, where N ends, is wrong; else None."""
+    bad = rows_wrong(m, -2)
+    last = (N - 1) // block * block
+    if last > 0 and not bad[:last].any():
+        return (
+            f"only the {things} of the last {block_kind} block are wrong ({things} {span(bad)}): check the masks "
+            f"that involve N there ({masks}, the store)"
+        )
+    return None
 
 
 def visibility_probe(case, run, per_key: bool, rows: int):

@@ -3,13 +3,14 @@ for the cases, the bug simulator and the probe it shares with exercise 07)."""
 
 import torch
 
-from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple, rows_wrong, span
+from common.compare import CheckFailed, call, constant_factor, expect_tensor, expect_tuple
 from grader.checks.backward import (
     BLOCK_GUESSES,
     BackwardCase,
     common_suspects,
     expect_grad,
     is_close,
+    last_block_hint,
     nan_advice,
     scale_advice,
     visibility_probe,
@@ -67,17 +68,9 @@ def _diagnose_dkdv(impl, case, name, other_ok, m):
             "dK is right, so P must be right: check the dV product (P^T cast to dO's dtype, then "
             "tl.dot with dO), dO's pointers and strides, and the dV store"
         )
-    bad_keys = rows_wrong(m, -2)
-    last = (case.N - 1) // KEYS * KEYS
-    if last > 0 and not bad_keys[:last].any():
-        hints.append(
-            f"only keys in the last key block are wrong (keys {span(bad_keys)}): check the masks "
-            "that involve N there (keys >= N, the store)"
-        )
-    probe = probe_dkdv(impl, case)
-    if probe:
-        hints.append(probe)
-    return "\n".join(hints) or None
+    hints.append(last_block_hint(m, case.N, KEYS, "keys", "key", "keys >= N"))
+    hints.append(probe_dkdv(impl, case))
+    return "\n".join(filter(None, hints)) or None
 
 
 def probe_dkdv(impl, case):

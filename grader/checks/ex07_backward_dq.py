@@ -15,9 +15,7 @@ from common.compare import (
     call,
     constant_factor,
     expect_tensor,
-    rows_wrong,
     slices_advice,
-    span,
 )
 from common.tolerance import FLOOR, allowed_error
 from grader.checks import layouts
@@ -26,6 +24,7 @@ from grader.checks.backward import (
     BackwardCase,
     common_suspects,
     expect_grad,
+    last_block_hint,
     nan_advice,
     scale_advice,
     visibility_probe,
@@ -78,18 +77,8 @@ def _diagnose_dq(impl, case, m):
     factor = constant_factor(m)
     if factor is not None:
         return scale_advice(case, "dQ", factor)
-    hints = []
-    bad_rows = rows_wrong(m, -2)
-    last = (case.N - 1) // QUERIES * QUERIES
-    if last > 0 and not bad_rows[:last].any():
-        hints.append(
-            f"only the rows of the last query block are wrong (rows {span(bad_rows)}): check the masks "
-            "that involve N there (rows >= N, keys >= N, the store)"
-        )
-    probe = _probe_dq(impl, case)
-    if probe:
-        hints.append(probe)
-    return "\n".join(hints) or None
+    hints = [last_block_hint(m, case.N, QUERIES, "rows", "query", "rows >= N, keys >= N"), _probe_dq(impl, case)]
+    return "\n".join(filter(None, hints)) or None
 
 
 def _probe_dq(impl, case):
