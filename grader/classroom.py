@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     )
     workers = args.workers or _gpu_count() or 1
     if workers > 1 and len(todo) > 1:
-        status = _run_workers(argv if argv is not None else sys.argv[1:], args, workers)
+        status = _run_workers(args, workers)
     else:
         status = _grade_students(args.submissions, todo, exercises, seed, args)
     _write_table(args.out, exercises)
@@ -106,34 +106,21 @@ def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _run_workers(argv: list, args, workers: int) -> int:
+def _run_workers(args, workers: int) -> int:
     """This command again, once per worker, each on a sub-shard of this shard and its own GPU."""
     index, count = args.shard
-    gpus = list(range(_gpu_count()))
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(_gpu_count())))).split(",")
+    common = [str(args.submissions), *args.exercises, "--out", str(args.out), "--workers", "1"]
+    common += (["--seed", str(args.seed)] if args.seed is not None else []) + (["--force"] if args.force else [])
+    common += ["--time-limit", str(args.time_limit)] if args.time_limit else []
     procs = []
     for w in range(workers):
-        sub = ["--shard", f"{index + w * count}/{count * workers}", "--workers", "1"]
         environment = dict(os.environ)
-        if gpus:
-            environment["CUDA_VISIBLE_DEVICES"] = os.environ.get(
-                "CUDA_VISIBLE_DEVICES", ",".join(map(str, gpus))
-            ).split(",")[w % len(gpus)]
-        procs.append(
-            subprocess.Popen([sys.executable, "-m", "grader.classroom", *_without_shard(argv), *sub], env=environment)
-        )
+        if gpus != [""]:
+            environment["CUDA_VISIBLE_DEVICES"] = gpus[w % len(gpus)]
+        shard = ["--shard", f"{index + w * count}/{count * workers}"]
+        procs.append(subprocess.Popen([sys.executable, "-m", "grader.classroom", *common, *shard], env=environment))
     return max(p.wait() for p in procs)
-
-
-def _without_shard(argv: list) -> list:
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in ("--shard", "--workers"):
-            skip = True
-        elif not arg.startswith(("--shard=", "--workers=")):
-            out.append(arg)
-    return out
 
 
 def _grade_students(submissions: Path, students: list, exercises: list, seed: int, args) -> int:

@@ -14,6 +14,11 @@ FUNCTIONS = ("softmax",)
 SOFTMAX_BLOCKS = (32, 64, 128, 256, 512)
 
 
+def near_1000(ctx, dtype):
+    """Rows of values near 1000: exp overflows there unless the row's max is subtracted first."""
+    return (ctx.randn((4, 300), torch.float32, f"large{dtype}", scale=2.0) + 1000).to(dtype)
+
+
 def _softmax_case(impl, ctx, x, what):
     y = call(impl.softmax, x)
     what = f"softmax of {what} [{x.shape[0]}, {x.shape[1]}] ({str(x.dtype)[6:]})"
@@ -107,11 +112,6 @@ def large_values(impl, ctx):
     """inputs near 1000 (exp would overflow without subtracting the max), fp32 and fp16"""
     for dtype in (torch.float32, torch.float16):
         _softmax_case(impl, ctx, near_1000(ctx, dtype), "x + 1000")
-
-
-def near_1000(ctx, dtype):
-    """Rows of values near 1000: exp overflows there unless the row's max is subtracted first."""
-    return (ctx.randn((4, 300), torch.float32, f"large{dtype}", scale=2.0) + 1000).to(dtype)
 
 
 @check(points=1)
