@@ -11,13 +11,9 @@ Conventions shared by exercises 03-07:
   - causal masks key j > query i (square attention, N_q == N_k).
 """
 
-import math
-
 import torch
 
-
-def default_scale(d: int) -> float:
-    return 1.0 / math.sqrt(d)
+from common.shapes import attention_scale
 
 
 # ----------------------------------------------------------------------------- 01 matmul
@@ -73,7 +69,7 @@ def _scores(q, k, causal, sm_scale):
 
 def attention(q, k, v, causal=False, sm_scale=None):
     """(o, lse) in float64 for q, k, v of shape [B, H, N, d]."""
-    sm_scale = default_scale(q.shape[-1]) if sm_scale is None else sm_scale
+    sm_scale = attention_scale(q.shape[-1], sm_scale)
     s = _scores(q.double(), k.double(), causal, sm_scale)
     lse = torch.logsumexp(s, dim=-1)
     p = torch.exp(s - lse[..., None])
@@ -82,7 +78,7 @@ def attention(q, k, v, causal=False, sm_scale=None):
 
 def attention_lowp(q, k, v, causal=False, sm_scale=None):
     """What plain PyTorch does in the input dtype: low-precision matmuls, fp32 softmax."""
-    sm_scale = default_scale(q.shape[-1]) if sm_scale is None else sm_scale
+    sm_scale = attention_scale(q.shape[-1], sm_scale)
     s = _scores(q, k, causal, sm_scale).float()
     lse = torch.logsumexp(s, dim=-1)
     p = torch.softmax(s, dim=-1).to(v.dtype)
@@ -109,10 +105,10 @@ def _grads(q, k, v, do, causal, sm_scale, dtype):
 
 def attention_grads(q, k, v, do, causal=False, sm_scale=None):
     """(dq, dk, dv) in float64 by autograd through the reference attention."""
-    sm_scale = default_scale(q.shape[-1]) if sm_scale is None else sm_scale
+    sm_scale = attention_scale(q.shape[-1], sm_scale)
     return _grads(q, k, v, do, causal, sm_scale, torch.float64)
 
 
 def attention_grads_lowp(q, k, v, do, causal=False, sm_scale=None):
-    sm_scale = default_scale(q.shape[-1]) if sm_scale is None else sm_scale
+    sm_scale = attention_scale(q.shape[-1], sm_scale)
     return _grads(q, k, v, do, causal, sm_scale, q.dtype)

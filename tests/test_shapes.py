@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from common.shapes import check_attention_tensors, check_row_statistics
+from common.shapes import attention_scale, check_attention_tensors, check_row_statistics
 
 q = torch.zeros(2, 3, 17, 64, dtype=torch.float16)
 
@@ -29,3 +29,13 @@ def test_row_statistics():
     check_row_statistics(q, lse=torch.zeros(2, 3, 17))
     with pytest.raises(ValueError, match=r"delta must be float32 \[B, H, N\] = \(2, 3, 17\); got torch.float16"):
         check_row_statistics(q, lse=torch.zeros(2, 3, 17), delta=torch.zeros(2, 3, 17, dtype=torch.float16))
+
+
+def test_attention_scale():
+    assert attention_scale(64) == 0.125
+    assert attention_scale(64, 0.3) == 0.3
+    for bad in (0, -0.5, float("nan"), float("inf")):
+        with pytest.raises(
+            ValueError, match=re.escape(f"sm_scale must be a positive finite number or None; got {bad!r}")
+        ):
+            attention_scale(64, bad)

@@ -20,14 +20,12 @@ the scaled scores, float32 [B, H, N]; delta = rowsum(dO * O), float32 [B, H, N];
 to 1/sqrt(d); causal: query i sees keys j <= i.
 """
 
-import math
-
 import torch
 import triton
 import triton.language as tl
 
 from common.env import interpreting
-from common.shapes import check_attention_tensors, check_row_statistics
+from common.shapes import attention_scale, check_attention_tensors, check_row_statistics
 from common.tuning import autotune, shared_memory_pruner
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
@@ -51,10 +49,11 @@ def _dkdv_block(
     """Add query block [start_m, start_m + BLOCK_M) into (dk, dv) and return them.
 
     Work in the transposed orientation (keys as rows) so that no P tile is ever transposed:
-      1. load Q_i and dO_i [BLOCK_M, HEAD_DIM] (rows >= N as 0), lse_i and delta_i [BLOCK_M]
-         (rows >= N as 0: with dO_i = 0 such rows add exactly nothing to dV or dS);
-      2. p^T = exp2((K_j Q_i^T) * qk_scale - lse_i * log2(e))   [BLOCK_N, BLOCK_M], fp32;
-         qk_scale = sm_scale * log2(e), so this is exp(scaled score - lse);
+      1. load Q_i and dO_i [BLOCK_M, HEAD_DIM] (rows >= N as 0), lse_i (times log2(e), for
+         exp2) and delta_i [BLOCK_M] (rows >= N as 0: with dO_i = 0 such rows add exactly nothing
+         to dV or dS);
+      2. p^T = exp2((K_j Q_i^T) * qk_scale - lse_i)   [BLOCK_N, BLOCK_M], fp32;
+         qk_scale = sm_scale * log2(e), so this is exp(scaled score - natural-log lse);
       3. if MASKED: p^T = 0 where query i < key j;
       4. dv += p^T @ dO_i (p^T cast to dO's dtype, fp32 accumulation);
       5. dp^T = V_j dO_i^T; ds^T = p^T * (dp^T - delta_i); dk += ds^T @ Q_i (ds^T cast to Q's dtype).
@@ -130,7 +129,7 @@ def attention_backward_dkdv(q, k, v, do, lse, delta, causal=False, sm_scale=None
     check_attention_tensors(q=q, k=k, v=v, do=do)
     check_row_statistics(q, lse=lse, delta=delta)
     B, H, N, d = q.shape
-    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    sm_scale = attention_scale(d, sm_scale)
     lse, delta = lse.contiguous(), delta.contiguous()
 
     dk = torch.empty((B, H, N, d), dtype=q.dtype, device=q.device)

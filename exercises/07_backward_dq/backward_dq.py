@@ -20,7 +20,6 @@ the sibling folders next to this one, so the function uses *your* kernels wherev
 """
 
 import functools
-import math
 
 import torch
 import triton
@@ -28,7 +27,7 @@ import triton.language as tl
 
 from common.env import interpreting
 from common.loader import load_sibling
-from common.shapes import check_attention_tensors, check_row_statistics
+from common.shapes import attention_scale, check_attention_tensors, check_row_statistics
 from common.tuning import autotune, shared_memory_pruner
 
 LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
@@ -128,7 +127,7 @@ def attention_backward_dq(q, k, v, do, lse, delta, causal=False, sm_scale=None):
     check_attention_tensors(q=q, k=k, v=v, do=do)
     check_row_statistics(q, lse=lse, delta=delta)
     B, H, N, d = q.shape
-    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    sm_scale = attention_scale(d, sm_scale)
     lse, delta = lse.contiguous(), delta.contiguous()
 
     dq = torch.empty((B, H, N, d), dtype=q.dtype, device=q.device)

@@ -12,6 +12,7 @@ import torch
 
 from common import reference
 from common.compare import CheckFailed, expect_close, rows_wrong, span
+from common.shapes import attention_scale
 from common.tolerance import PROBE_HALFWAY, SCALE_MATCH, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.checks.maps import probe_width, region_map
@@ -83,7 +84,7 @@ class BackwardCase:
 
     @property
     def scale(self):
-        return reference.default_scale(self.q.shape[-1]) if self.sm_scale is None else self.sm_scale
+        return attention_scale(self.q.shape[-1], self.sm_scale)
 
     @property
     def args(self):
@@ -143,7 +144,7 @@ def common_suspects(case, which: int, name: str):
         ] = sim(grad_scale=case.scale * LOG2E)[which]
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead"] = sim(
-            scale=reference.default_scale(case.q.shape[-1])
+            scale=attention_scale(case.q.shape[-1])
         )[which]
     tensors = {"q": case.q, "k": case.k, "v": case.v, "do": case.do}
     out.update(layouts.stride_suspects(tensors, lambda read: sim(tensors=list(read.values()))[which]))

@@ -15,6 +15,7 @@ from common.compare import (
     rows_wrong,
     span,
 )
+from common.shapes import attention_scale
 from common.tolerance import WEIGHT_TOL, allowed_error
 from grader.checks import BLOCK_GUESSES, LOG2E, layouts
 from grader.checks.maps import probe_width, region_map
@@ -78,7 +79,7 @@ class _Case:
 
     @property
     def scale(self):
-        return reference.default_scale(self.q.shape[-1]) if self.sm_scale is None else self.sm_scale
+        return attention_scale(self.q.shape[-1], self.sm_scale)
 
     def check_o(self):
         blocks = (ROWS, self.q.shape[-1])
@@ -147,7 +148,7 @@ def _o_suspects(case):
     )
     if case.sm_scale is not None:
         out["the sm_scale argument is ignored and 1/sqrt(d) is used instead: use the qk_scale the wrapper passes"] = (
-            _attention(q, k, v, reference.default_scale(q.shape[-1]), see)
+            _attention(q, k, v, attention_scale(q.shape[-1]), see)
         )
     if case.causal:
         out["the causal mask is missing: keys j > i get weight"] = _attention(
@@ -186,8 +187,8 @@ def _lse_suspects(case):
     s = _scores(case)
     row_max = s.amax(-1)
     return {
-        "lse is in base 2: m_i + log2(l_i) is the log2-sum-exp2 of the base-2 scores; multiply it by "
-        "ln(2) to get the natural log": case.ref_lse * LOG2E,
+        "lse is in base 2: m_i + log2(l_i) is the log2-sum-exp2 of the base-2 scores; divide it by "
+        "log2(e) to get the natural log": case.ref_lse * LOG2E,
         "lse is the log-sum-exp of the unscaled scores q k^T (apply sm_scale)": torch.logsumexp(s / case.scale, -1),
         "lse is missing the running max: store m + log(l), not log(l) alone": case.ref_lse - row_max,
         "lse holds only the running max: add log(l_i)": row_max,
@@ -198,7 +199,7 @@ def _lse_suspects(case):
 _NAN = (
     "NaN in the output: a row computed exp2(-inf - (-inf)) (its running max was still -inf when it met "
     "a fully masked block), divided 0 by l_i = 0, or overflowed (exp2 of scores not shifted by the running "
-    "max reaches inf, and inf / inf is NaN: use exp2(s2 - m_new)). Masked scores must be -inf only where "
+    "max reaches inf, and inf / inf is NaN: use exp2(qk * qk_scale - m_new)). Masked scores must be -inf only where "
     "the row has (or will have) a visible key; load padded K/V with other=0.0, never -inf"
 )
 

@@ -18,6 +18,7 @@ import torch
 from common import reference
 from common.compare import CheckFailed, expect_close, expect_tensor
 from common.fixtures import course_flops, forward_runner, reference_measurement
+from common.shapes import attention_scale
 from grader import ROOT
 from grader.core import NOT_IMPLEMENTED, Fixture, OutputFile, check
 
@@ -148,7 +149,7 @@ def formulas(impl, ctx):
 
 # ----------------------------------------------------------------------------- naive attention
 def _naive_suspects(q, k, v, causal, sm_scale):
-    scale = reference.default_scale(q.shape[-1]) if sm_scale is None else sm_scale
+    scale = attention_scale(q.shape[-1], sm_scale)
     N = q.shape[-2]
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     i, j = torch.arange(N, device=q.device)[:, None], torch.arange(N, device=q.device)[None, :]
@@ -158,7 +159,7 @@ def _naive_suspects(q, k, v, causal, sm_scale):
 
     out = {
         "sm_scale is ignored (1/sqrt(d) is used instead): scale q (or the scores) by the sm_scale argument": attend(
-            s / scale * reference.default_scale(q.shape[-1]), (j > i) if causal else torch.zeros_like(j > i)
+            s / scale * attention_scale(q.shape[-1]), (j > i) if causal else torch.zeros_like(j > i)
         ),
         "the softmax runs along the queries (dim=-2): it normalises each row of scores, over the keys (dim=-1)": torch.softmax(
             s.masked_fill((j > i) if causal else torch.zeros_like(j > i), -math.inf), dim=-2

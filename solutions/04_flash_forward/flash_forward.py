@@ -13,17 +13,15 @@ Conventions (shared with exercises 06 and 07, which consume lse):
   - lse[b, h, i] = natural-log log-sum-exp of row i of s, float32 [B, H, N].
 """
 
-import math
-
 import torch
 import triton
 import triton.language as tl
 
 from common import env
-from common.shapes import check_attention_tensors
+from common.shapes import attention_scale, check_attention_tensors
 from common.tuning import autotune, shared_memory_pruner
 
-LOG2E = 1.4426950408889634  # log2(e): exp(x) == exp2(x * LOG2E)
+LOG2E = tl.constexpr(1.4426950408889634)  # log2(e): exp(x) == exp2(x * LOG2E)
 
 # The interpreter runs every program one after the other on the CPU: one fixed, small config.
 # BLOCK_M is a multiple of BLOCK_N (the causal diagonal stage relies on it), as in every GPU config.
@@ -45,11 +43,12 @@ def _attn_fwd_inner(
 ):
     """Fold the key blocks of [lo, hi) into (acc, l_i, m_i) and return the new state.
 
-    Scores are kept in base-2 units: s2 = (q @ k^T) * qk_scale with qk_scale = sm_scale * log2(e),
-    so exp2(s2 - m) equals exp(s - m / log2(e)). For each key block:
-      1. load K^T [HEAD_DIM, BLOCK_N] and compute s2 [BLOCK_M, BLOCK_N] in fp32;
+    m_i is kept in base-2 units: the scaled score s = qk * sm_scale becomes qk * qk_scale with
+    qk_scale = sm_scale * log2(e), and exp(s - m) == exp2(qk * qk_scale - m * log2(e)). For each key block:
+      1. load K^T [HEAD_DIM, BLOCK_N] and compute qk = q @ K^T [BLOCK_M, BLOCK_N] in fp32;
       2. if MASKED: set to -inf the keys j >= N and (if CAUSAL) the keys j > i;
-      3. m_new = max(m_i, row max of s2); p = exp2(s2 - m_new);
+      3. m_new = max(m_i, row max of qk * qk_scale); p = exp2(qk * qk_scale - m_new) (sm_scale > 0,
+         so scaling does not change which score is the largest);
       4. alpha = exp2(m_i - m_new) rescales what was summed under the old maximum:
          l_i = l_i * alpha + row sum of p;  acc = acc * alpha + p @ V  (p cast to V's dtype);
       5. m_i = m_new.
@@ -67,17 +66,19 @@ def _attn_fwd_inner(
             kt = tl.load(kt_ptrs)
             v = tl.load(v_ptrs)
 
-        s2 = tl.dot(q, kt) * qk_scale
+        qk = tl.dot(q, kt)
         if MASKED:
             visible = keys[None, :] < N
             if CAUSAL:
                 visible = visible & (keys[None, :] <= offs_m[:, None])
-            s2 = tl.where(visible, s2, float("-inf"))
+            qk = tl.where(visible, qk, float("-inf"))
 
         # Every row has seen a visible key before it meets a fully hidden block (see the kernel),
-        # so m_new is finite and s2 - m_new never computes -inf - (-inf).
-        m_new = tl.maximum(m_i, tl.max(s2, 1))
-        p = tl.math.exp2(s2 - m_new[:, None])
+        # so m_new is finite and the exponent never computes -inf - (-inf).
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        # Scale and subtract in one fused multiply-add per score: the softmax is the inner loop's
+        # bottleneck next to the two dots, so every instruction saved there shows.
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -94,7 +95,7 @@ def _attn_fwd(
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
     stride_ob, stride_oh, stride_on, stride_od,
-    H, N, qk_scale,
+    H, N, sm_scale,
     HEAD_DIM: tl.constexpr,
     CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -106,14 +107,15 @@ def _attn_fwd(
     lse is contiguous [B, H, N]. BLOCK_M is a multiple of BLOCK_N.
 
       1. offsets of this (batch, head) in 64-bit; load the Q block (rows >= N masked to 0);
-      2. m_i = -inf, l_i = 0, acc = 0 (fp32);
+      2. m_i = -inf, l_i = 0, acc = 0 (fp32); qk_scale = sm_scale * log2(e) (exp2 is the fast one);
       3. visit the key blocks with _attn_fwd_inner in two stages:
            non-causal: the full key blocks [0, N // BLOCK_N * BLOCK_N) unmasked, then the ragged
                        tail [.., N) masked;
            causal:     the blocks left of the diagonal [0, start_m * BLOCK_M) unmasked, then the
                        diagonal [start_m * BLOCK_M, min((start_m + 1) * BLOCK_M, N)) masked;
                        blocks right of the diagonal are skipped (fully hidden);
-      4. o = acc / l_i, stored in o's dtype; lse = (m_i + log2(l_i)) * ln(2); store rows < N only.
+      4. o = acc / l_i, stored in o's dtype; lse = (m_i + log2(l_i)) / log2(e), back to natural
+         log; store rows < N only.
     """
     ### BEGIN SOLUTION
     start_m = tl.program_id(0)
@@ -133,6 +135,7 @@ def _attn_fwd(
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * LOG2E
 
     if CAUSAL:
         # Keys left of the diagonal are all <= every row of this block, and all < N.
@@ -153,7 +156,7 @@ def _attn_fwd(
     )
 
     o = acc / l_i[:, None]
-    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # base-2 units back to natural log
+    lse = (m_i + tl.math.log2(l_i)) / LOG2E  # base-2 units back to natural log
     tl.store(o_base + offs_m[:, None] * stride_on + offs_d[None, :] * stride_od,
              o.to(o_ptr.dtype.element_ty), mask=row_ok)
     tl.store(lse_ptr + off_bh.to(tl.int64) * N + offs_m, lse, mask=offs_m < N)
@@ -193,7 +196,7 @@ def flash_attention_forward(q, k, v, causal=False, sm_scale=None):
     """(o, lse): o [B, H, N, d] in q's dtype, lse float32 [B, H, N] (natural log, scaled scores)."""
     check_attention_tensors(q=q, k=k, v=v)
     B, H, N, d = q.shape
-    sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    sm_scale = attention_scale(d, sm_scale)
 
     o = torch.empty((B, H, N, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
@@ -203,7 +206,7 @@ def flash_attention_forward(q, k, v, causal=False, sm_scale=None):
     args = (
         q, k, v, o, lse,
         *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-        H, N, sm_scale * LOG2E,
+        H, N, sm_scale,
     )
     if env.interpreting():
         grid = (triton.cdiv(N, INTERPRET_BLOCK_M), B * H)

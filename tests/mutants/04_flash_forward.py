@@ -51,14 +51,14 @@ MUTANTS = [
     ),
     Mutant(
         "log2e_not_folded",
-        "s2 = tl.dot(q, kt) * qk_scale",
-        "s2 = tl.dot(q, kt) * (qk_scale / 1.4426950408889634)",
+        "qk_scale = sm_scale * LOG2E",
+        "qk_scale = sm_scale",
         fails=("online_softmax", "scale_convention", "causal_many_blocks"),
         says="log2(e)",
     ),
     Mutant(
         "lse_in_base_2",
-        "lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453",
+        "lse = (m_i + tl.math.log2(l_i)) / LOG2E",
         "lse = m_i + tl.math.log2(l_i)",
         fails=("lse_output",),
         says="base 2",
@@ -98,8 +98,8 @@ MUTANTS = [
     ),
     Mutant(
         "running_max_not_subtracted",
-        "m_new = tl.maximum(m_i, tl.max(s2, 1))",
-        "m_new = tl.maximum(m_i, tl.max(s2, 1)) * 0.0",
+        "m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)",
+        "m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale) * 0.0",
         fails=("online_softmax",),
         says="overflow",
         only=True,
@@ -107,8 +107,8 @@ MUTANTS = [
     # Given code, but the bug students make in their own wrappers: the default scale always wins.
     Mutant(
         "sm_scale_argument_ignored",
-        "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
-        "sm_scale = 1.0 / math.sqrt(d)",
+        "sm_scale = attention_scale(d, sm_scale)",
+        "sm_scale = attention_scale(d)",
         fails=("scale_convention",),
         says="sm_scale argument is ignored",
         only=True,

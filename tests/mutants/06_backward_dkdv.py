@@ -54,7 +54,7 @@ MUTANTS = [
         says="last query block",
         only=True,
     ),
-    Mutant("lse_not_converted", "lse[None, :] * LOG2E)", "lse[None, :])", fails=EVERY_CHECK, says="natural-log"),
+    Mutant("lse_not_converted", "other=0.0) * LOG2E", "other=0.0)", fails=EVERY_CHECK, says="natural-log"),
     Mutant(
         "mask_hides_diagonal",
         "offs_m[None, :] >= offs_n[:, None]",
@@ -82,8 +82,8 @@ MUTANTS = [
     ),
     Mutant(
         "sm_scale_argument_ignored",
-        "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
-        "sm_scale = 1.0 / math.sqrt(d)",
+        "sm_scale = attention_scale(d, sm_scale)",
+        "sm_scale = attention_scale(d)",
         fails=("custom_scale",),
         says="sm_scale argument is ignored",
         only=True,

@@ -87,8 +87,8 @@ MUTANTS = [
     ),
     Mutant(
         "sm_scale_argument_ignored",
-        "sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)",
-        "sm_scale = 1.0 / math.sqrt(d)",
+        "sm_scale = attention_scale(d, sm_scale)",
+        "sm_scale = attention_scale(d)",
         fails=("custom_scale",),
         says="sm_scale argument is ignored",
         only=True,
