@@ -106,6 +106,7 @@ _GPU_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
     for bm, bn, w, s in [
         (64, 64, 4, 3),
+        (64, 32, 4, 4),
         (128, 32, 8, 3),
         (128, 64, 8, 2),
         (128, 64, 8, 3),

@@ -10,7 +10,7 @@
 # Usage: bash tests/gpu/check.sh OUTDIR   (from the repository root; build/course must hold the
 # output of `make release`). Optional: EXERCISES="03 04" and STEPS="grade notebooks mutants redteam bench"
 # pick a subset (add "latency" to time each exercise); GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step
-# (seconds). Steps after latency run in parallel processes. Writes OUTDIR/{latency,grade,notebooks,mutants,bench}.txt and
+# (seconds). Steps after latency run in parallel processes. Writes OUTDIR/{latency,latency-detail,grade,notebooks,mutants,bench}.txt and
 # OUTDIR/results-solutions.json, OUTDIR/redteam.txt, and prints a short summary last.
 set -u
 out=${1:?usage: bash tests/gpu/check.sh OUTDIR}
@@ -27,6 +27,7 @@ if [[ $steps == *" latency "* ]]; then
     printf "%s  %6d ms  %s\n" "$ex" $(( ($(date +%s%N) - start) / 1000000 )) "$(grep -m1 'Total:' "$tmp/lat-$ex.txt")"
   done > "$out/latency.txt"
   grep -h "cuBLAS\|Traceback" "$tmp"/lat-*.txt >> "$out/latency.txt"
+  cat "$tmp"/lat-*.txt > "$out/latency-detail.txt"
 fi
 for ex in $exercises; do
   if [[ $steps == *" grade "* ]]; then
