@@ -33,7 +33,7 @@ endif
 
 help:
 	@echo "For students:"
-	@echo "  make grade EX=01 [CHECK=name] [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json]   grade exercises"
+	@echo "  make grade EX=01 [CHECK=name] [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json] [FRESH=1]   grade exercises"
 	@echo "  make doctor        report the environment and known-broken version pairs"
 	@echo "  make bench [TARGET=solutions] [SHAPES=B,H,d ...] [SIZES=512,1024,...]   exercise 08's benchmark against"
 	@echo "                     naive PyTorch and SDPA: table, figures and CSV in results/bench (GPU)"
@@ -74,7 +74,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 grade: $(SETUP)
-	$(PYTHON) -m grader $(EX) --target $(TARGET) $(if $(CHECK),--check $(CHECK)) $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON))
+	$(PYTHON) -m grader $(EX) --target $(TARGET) $(if $(CHECK),--check $(CHECK)) $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON)) $(if $(FRESH),--fresh)
 
 test: $(SETUP)
 	$(PYTHON) -m pytest tests $$($(PYTHON) -c "import xdist" 2>/dev/null && printf -- "-n 2")

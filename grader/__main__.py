@@ -31,6 +31,11 @@ def parse_args(argv):
     p.add_argument(
         "--time-limit", type=float, default=None, help="seconds each check may take (default: 120 on CPU, 300 on GPU)"
     )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="on a GPU, compile every kernel again instead of reusing this target's kernels from its last run",
+    )
     return p.parse_args(argv)
 
 
@@ -121,6 +126,18 @@ def _check_writable(path: Path) -> None:
         raise SystemExit(f"error: cannot write --json {path}: permission denied")
 
 
+INSTRUCTOR_SEED = "Seed: the instructor's grading seed (not shown)"
+
+
+def compile_cache(target: Path, gpu: bool, fresh: bool, seed_line: str):
+    """The folder keeping `target`'s compiled kernels between practice runs on a GPU, or None: the
+    interpreter compiles nothing, --fresh asks for an empty cache, and a run for credit (the
+    instructor's seed) always starts from one."""
+    from grader.sandbox import compile_cache_for
+
+    return compile_cache_for(target) if gpu and not fresh and seed_line != INSTRUCTOR_SEED else None
+
+
 def choose_seed(given):
     """(seed, header line). For credit, the instructor's seed comes from COURSE_GRADING_SEED or the
     file named by COURSE_GRADING_SEED_FILE and is never printed; otherwise SEED, or a fresh one."""
@@ -136,7 +153,7 @@ def choose_seed(given):
     if secret is not None:
         if not secret.isdigit():
             raise SystemExit("error: the instructor's grading seed must be a whole number")
-        return int(secret), "Seed: the instructor's grading seed (not shown)"
+        return int(secret), INSTRUCTOR_SEED
     seed = random.randrange(1, 10**6)
     return seed, f"Seed: {seed} (SEED={seed} reproduces this run)"
 
@@ -191,9 +208,10 @@ def main(argv=None) -> int:
     from grader import report
     from grader.runner import grade_exercise
 
+    cache = compile_cache(target, mode.gpu, args.fresh, seed_line)
     start, graded = time.monotonic(), []
     for exercise in exercises:
-        results = grade_exercise(exercise, target, seed, time_limit, only=args.check)
+        results = grade_exercise(exercise, target, seed, time_limit, only=args.check, compile_cache=cache)
         graded.append((exercise, results))
         print("\n" + report.exercise_report(exercise, results), flush=True)
     if len(graded) > 1:

@@ -17,10 +17,10 @@ from grader.sandbox import ROOT, Sandbox, StudentProcess  # noqa: F401 - ROOT: w
 from grader.static import explain, violations
 
 
-def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=None) -> list:
+def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=None, compile_cache=None) -> list:
     """Results of the checks of `exercise` (all, or those named in `only`), in order.
 
-    `time_limit` applies to each check.
+    `time_limit` applies to each check. `compile_cache`: see grader.sandbox.Sandbox.
     """
     from grader.exercises import EXERCISES
 
@@ -29,7 +29,7 @@ def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=No
     refused = _refused(exercise, Path(target))
     if refused:
         return [Result(c.name, c.points, 0.0, "failed", refused, description=c.description) for c in checks]
-    sandbox = Sandbox(target, [e.folder for e in EXERCISES])
+    sandbox = Sandbox(target, [e.folder for e in EXERCISES], compile_cache)
     process = StudentProcess(sandbox, exercise, mode.device)
     impl = RemoteImplementation(process, f"{exercise.folder}/{exercise.module}.py", exercise.kernels_only)
     ctx = Context(device=mode.device, seed=seed)

@@ -19,6 +19,7 @@ file permissions. `isolation()` says which applies; the report header prints it.
 """
 
 import functools
+import hashlib
 import io
 import json
 import os
@@ -50,6 +51,7 @@ RUNTIME_FILES = (
     "fixtures.py",
 )
 MAX_STUDENT_FILE = 4 << 20  # bytes: larger files are not copied into the sandbox
+MAX_COMPILE_CACHE = 512 << 20  # bytes of a target's Triton cache kept between grading runs
 OUTPUT_SHOWN = 2000  # characters of a student's printed output shown per check
 
 # The file tree of a sandbox, built by the init of its new mount and PID namespaces (grader/zygote.py),
@@ -257,11 +259,43 @@ def _copy_regular(src: Path, dst: Path) -> None:
     dst.chmod(0o644)
 
 
+def compile_cache_for(target: Path) -> Path:
+    """Where the compiled kernels of one target are kept between its grading runs (on a GPU only;
+    never when grading for credit, where every student starts from an empty cache)."""
+    digest = hashlib.sha256(str(Path(target).resolve()).encode()).hexdigest()[:16]
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "flash-attention-course" / "triton" / digest
+
+
+def _copy_tree(src: Path, dst: Path, uid: int | None = None, budget: int = MAX_COMPILE_CACHE) -> None:
+    """Copy the regular files under src to dst (links and anything else are skipped), at most
+    `budget` bytes; owned by `uid` when given."""
+    for folder, subfolders, files in os.walk(src):  # never follows a link to a folder
+        subfolders[:] = [f for f in subfolders if not os.path.islink(os.path.join(folder, f))]
+        here = dst / os.path.relpath(folder, src)
+        here.mkdir(parents=True, exist_ok=True)
+        if uid is not None:
+            os.chown(here, uid, uid)
+        for name in files:
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > budget:
+                continue
+            budget -= path.stat().st_size
+            (here / name).write_bytes(path.read_bytes())
+            if uid is not None:
+                os.chown(here / name, uid, uid)
+
+
 class Sandbox:
     """The folder a student's processes see: runtime/common (the student runtime), course/<folder>/
-    (a read-only copy of the student's exercise files) and scratch/ (theirs to write)."""
+    (a read-only copy of the student's exercise files) and scratch/ (theirs to write).
 
-    def __init__(self, target: Path, folders):
+    With `compile_cache` (a folder of this machine), the Triton cache of the student's processes
+    starts as a copy of it and is copied back when the sandbox is removed: a second grading run of
+    the same files compiles nothing. The cache holds what this target's own processes wrote, so it
+    is only ever given back to the same target."""
+
+    def __init__(self, target: Path, folders, compile_cache: Path | None = None):
         self.isolated = isolation() == "namespaces"
         self.base = Path(tempfile.mkdtemp(prefix="course-sandbox-"))
         self.base.chmod(0o755)
@@ -277,6 +311,9 @@ class Sandbox:
         (self.base / "root").mkdir()
         if self.isolated:
             os.chown(self.scratch, self.uid, self.uid)
+        self.compile_cache = compile_cache
+        if compile_cache is not None and compile_cache.is_dir():
+            _copy_tree(compile_cache, self.scratch / ".triton", self.uid if self.isolated else None)
 
     def _copy_exercise(self, src: Path, dst: Path) -> None:
         dst.mkdir(parents=True)
@@ -289,7 +326,19 @@ class Sandbox:
         return str(Path("/sandbox") / path.relative_to(self.base)) if self.isolated else str(path)
 
     def remove(self) -> None:
+        """Delete the sandbox, keeping its Triton cache first if it has a compile cache."""
+        cache, kept = self.compile_cache, self.scratch / ".triton"
+        if cache is not None and kept.is_dir() and not kept.is_symlink():
+            fresh = Path(tempfile.mkdtemp(prefix=".new-", dir=_made(cache.parent)))
+            _copy_tree(kept, fresh)
+            shutil.rmtree(cache, ignore_errors=True)
+            fresh.rename(cache)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 class StudentProcess:

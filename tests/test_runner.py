@@ -10,6 +10,7 @@ import grader.runner
 from grader.__main__ import main as grade_main
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
+from grader.sandbox import Sandbox, compile_cache_for
 
 HOSTILE_MATMUL = (ROOT / "solutions" / "01_tiled_matmul" / "matmul.py").read_text() + textwrap.dedent("""
 
@@ -161,3 +162,39 @@ def test_the_student_environment_on_a_gpu(monkeypatch):
     assert gpu["COURSE_COLD_START"] == "1" and cpu["COURSE_COLD_START"] == "0"
     assert gpu["COURSE_ONE_CONFIG"] == "1" and "COURSE_ONE_CONFIG" not in cpu and "COURSE_ONE_CONFIG" not in timed
     assert "TRITON_INTERPRET" not in gpu and cpu["TRITON_INTERPRET"] == "1"
+
+
+def test_a_targets_compile_cache_is_kept_between_its_runs(tmp_path):
+    cache = tmp_path / "cache"
+    box = Sandbox(ROOT / "solutions", ["01_tiled_matmul"], compile_cache=cache)
+    written = box.scratch / ".triton" / "ab"
+    written.mkdir(parents=True)
+    (written / "kernel.cubin").write_bytes(b"compiled")
+    (written / "escape").symlink_to("/etc/passwd")  # a link is never followed nor kept
+    box.remove()
+    assert (cache / "ab" / "kernel.cubin").read_bytes() == b"compiled"
+    assert not (cache / "ab" / "escape").exists() and not (cache / "ab" / "escape").is_symlink()
+    again = Sandbox(ROOT / "solutions", ["01_tiled_matmul"], compile_cache=cache)
+    assert (again.scratch / ".triton" / "ab" / "kernel.cubin").read_bytes() == b"compiled"
+    again.remove()
+
+
+def test_only_practice_runs_on_a_gpu_keep_compiled_kernels(tmp_path):
+    from grader.__main__ import INSTRUCTOR_SEED, compile_cache
+
+    practice = "Seed: 5 (SEED=5 reproduces this run)"
+    assert compile_cache(tmp_path, gpu=True, fresh=False, seed_line=practice) == compile_cache_for(tmp_path)
+    assert compile_cache_for(tmp_path) != compile_cache_for(tmp_path / "other")  # one cache per target
+    assert compile_cache(tmp_path, gpu=True, fresh=False, seed_line=INSTRUCTOR_SEED) is None
+    assert compile_cache(tmp_path, gpu=True, fresh=True, seed_line=practice) is None
+    assert compile_cache(tmp_path, gpu=False, fresh=False, seed_line=practice) is None
+
+
+def test_a_compile_cache_never_takes_what_a_link_points_to(tmp_path):
+    secret = tmp_path / "grader-only"
+    secret.mkdir()
+    (secret / "seed").write_text("1234")
+    box = Sandbox(ROOT / "solutions", ["01_tiled_matmul"], compile_cache=tmp_path / "cache")
+    (box.scratch / ".triton").symlink_to(secret)
+    box.remove()
+    assert not (tmp_path / "cache").exists()
