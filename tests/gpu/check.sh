@@ -6,7 +6,7 @@
 # N = 512..16384 (naive PyTorch, SDPA, the course kernels), writing its figures to OUTDIR/bench/;
 # run the red-team suite (tests/test_redteam.py: every attack must earn 0, in the sandbox); first,
 # alone on the machine, time `python -m grader NN --target solutions` for each exercise (latency:
-# every grading run starts from an empty Triton cache, the sandbox's own).
+# each exercise cold, from an empty compile cache, then warm, reusing what the cold run compiled).
 # Usage: bash tests/gpu/check.sh OUTDIR   (from the repository root; build/course must hold the
 # output of `make release`). Optional: EXERCISES="03 04" and STEPS="grade notebooks mutants redteam bench"
 # pick a subset (add "latency" to time each exercise); GRADE_LIMIT, MUTANT_LIMIT, BENCH_LIMIT bound each step
@@ -21,10 +21,13 @@ export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -m grader.doctor
   python3 -c "from grader.sandbox import describe_isolation; print('Isolation:', describe_isolation())"; } > "$out/grade.txt" 2>&1
 if [[ $steps == *" latency "* ]]; then
-  for ex in $exercises; do
-    start=$(date +%s%N)
-    timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 > "$tmp/lat-$ex.txt" 2>&1
-    printf "%s  %6d ms  %s\n" "$ex" $(( ($(date +%s%N) - start) / 1000000 )) "$(grep -m1 'Total:' "$tmp/lat-$ex.txt")"
+  rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/flash-attention-course"  # cold: no kernel compiled yet
+  for run in cold warm; do
+    for ex in $exercises; do
+      start=$(date +%s%N)
+      timeout "${GRADE_LIMIT:-300}" python3 -m grader "$ex" --target solutions --seed 2026 > "$tmp/lat-$ex-$run.txt" 2>&1
+      printf "%s %s  %6d ms  %s\n" "$ex" "$run" $(( ($(date +%s%N) - start) / 1000000 )) "$(grep -m1 'Total:' "$tmp/lat-$ex-$run.txt")"
+    done
   done > "$out/latency.txt"
   grep -h "cuBLAS\|Traceback" "$tmp"/lat-*.txt >> "$out/latency.txt"
   cat "$tmp"/lat-*.txt > "$out/latency-detail.txt"
