@@ -1,4 +1,4 @@
-from tests.mutants import Mutant
+from tests.mutants import Mutant, sm_scale_ignored
 
 MUTANTS = [
     # The popular blog kernel: causal attention visits only the diagonal block.
@@ -104,13 +104,5 @@ MUTANTS = [
         says="overflow",
         only=True,
     ),
-    # Given code, but the bug students make in their own wrappers: the default scale always wins.
-    Mutant(
-        "sm_scale_argument_ignored",
-        "sm_scale = attention_scale(d, sm_scale)",
-        "sm_scale = attention_scale(d)",
-        fails=("scale_convention",),
-        says="sm_scale argument is ignored",
-        only=True,
-    ),
+    sm_scale_ignored("scale_convention"),
 ]

@@ -1,4 +1,4 @@
-from tests.mutants import Mutant
+from tests.mutants import Mutant, lse_not_converted, sm_scale_ignored
 
 EVERY_CHECK = ("dv", "dk", "ragged", "causal_one_block", "causal_many_blocks", "strides_and_head_dims", "custom_scale")
 
@@ -54,7 +54,7 @@ MUTANTS = [
         says="last query block",
         only=True,
     ),
-    Mutant("lse_not_converted", "other=0.0) * LOG2E", "other=0.0)", fails=EVERY_CHECK, says="natural-log"),
+    lse_not_converted(EVERY_CHECK),
     Mutant(
         "mask_hides_diagonal",
         "offs_m[None, :] >= offs_n[:, None]",
@@ -80,14 +80,7 @@ MUTANTS = [
         says="do is read with the strides of q",
         only=True,
     ),
-    Mutant(
-        "sm_scale_argument_ignored",
-        "sm_scale = attention_scale(d, sm_scale)",
-        "sm_scale = attention_scale(d)",
-        fails=("custom_scale",),
-        says="sm_scale argument is ignored",
-        only=True,
-    ),
+    sm_scale_ignored("custom_scale"),
     Mutant(
         "dv_store_unmasked",
         "dv.to(dv_ptr.dtype.element_ty), mask=key_ok)",

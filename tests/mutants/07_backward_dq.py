@@ -1,4 +1,4 @@
-from tests.mutants import Mutant
+from tests.mutants import Mutant, lse_not_converted, sm_scale_ignored
 
 DQ_CHECKS = ("dq", "ragged", "causal", "strides_and_head_dims", "custom_scale", "autograd")
 
@@ -44,7 +44,7 @@ MUTANTS = [
         says="padded key",
         only=True,
     ),
-    Mutant("lse_not_converted", "other=0.0) * LOG2E", "other=0.0)", fails=DQ_CHECKS, says="natural-log"),
+    lse_not_converted(DQ_CHECKS),
     Mutant(
         "strides_ignored",
         "*q.stride(), *k.stride(), *v.stride(), *do.stride(), *dq.stride(),",
@@ -85,12 +85,5 @@ MUTANTS = [
         fails=("assembly", "autograd"),
         says="causal on from forward",
     ),
-    Mutant(
-        "sm_scale_argument_ignored",
-        "sm_scale = attention_scale(d, sm_scale)",
-        "sm_scale = attention_scale(d)",
-        fails=("custom_scale",),
-        says="sm_scale argument is ignored",
-        only=True,
-    ),
+    sm_scale_ignored("custom_scale"),
 ]

@@ -36,6 +36,25 @@ class Mutant:
         return loose.sub(lambda _: self.new, source)
 
 
+# Exercises 04, 06 and 07 share their conventions (common.shapes.attention_scale, lse in natural
+# log), so the slips that break them are written once.
+def sm_scale_ignored(check: str) -> Mutant:
+    """Given code, but the bug students make in their own wrappers: the default scale always wins."""
+    return Mutant(
+        "sm_scale_argument_ignored",
+        "sm_scale = attention_scale(d, sm_scale)",
+        "sm_scale = attention_scale(d)",
+        fails=(check,),
+        says="sm_scale argument is ignored",
+        only=True,
+    )
+
+
+def lse_not_converted(fails: tuple) -> Mutant:
+    """06 and 07: the natural-log lse subtracted inside exp2 without its * LOG2E."""
+    return Mutant("lse_not_converted", "other=0.0) * LOG2E", "other=0.0)", fails=fails, says="natural-log")
+
+
 def mutants_of(folder: str) -> list:
     try:
         return importlib.import_module(f"tests.mutants.{folder}").MUTANTS
