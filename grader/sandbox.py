@@ -251,12 +251,15 @@ def _free_uid() -> int:
     return uid
 
 
-def _copy_regular(src: Path, dst: Path) -> None:
-    """Copy a student's regular file (never a link: it could point at anything on this machine)."""
-    if src.is_symlink() or not src.is_file() or src.stat().st_size > MAX_STUDENT_FILE:
-        return
-    dst.write_bytes(src.read_bytes())
+def _copy_regular(src: Path, dst: Path, limit: int = MAX_STUDENT_FILE) -> int:
+    """Copy a student's regular file (never a link: it could point at anything on this machine) of
+    at most `limit` bytes; the bytes copied (0 when skipped)."""
+    if src.is_symlink() or not src.is_file() or src.stat().st_size > limit:
+        return 0
+    data = src.read_bytes()
+    dst.write_bytes(data)
     dst.chmod(0o644)
+    return len(data)
 
 
 def compile_cache_for(target: Path) -> Path:
@@ -277,12 +280,9 @@ def _copy_tree(src: Path, dst: Path, uid: int | None = None, budget: int = MAX_C
         if uid is not None:
             os.chown(here, uid, uid)
         for name in files:
-            path = Path(folder) / name
-            if path.is_symlink() or not path.is_file() or path.stat().st_size > budget:
-                continue
-            budget -= path.stat().st_size
-            (here / name).write_bytes(path.read_bytes())
-            if uid is not None:
+            copied = _copy_regular(Path(folder) / name, here / name, limit=budget)
+            budget -= copied
+            if copied and uid is not None:
                 os.chown(here / name, uid, uid)
 
 
@@ -329,16 +329,12 @@ class Sandbox:
         """Delete the sandbox, keeping its Triton cache first if it has a compile cache."""
         cache, kept = self.compile_cache, self.scratch / ".triton"
         if cache is not None and kept.is_dir() and not kept.is_symlink():
-            fresh = Path(tempfile.mkdtemp(prefix=".new-", dir=_made(cache.parent)))
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            fresh = Path(tempfile.mkdtemp(prefix=".new-", dir=cache.parent))
             _copy_tree(kept, fresh)
             shutil.rmtree(cache, ignore_errors=True)
             fresh.rename(cache)
         shutil.rmtree(self.base, ignore_errors=True)
-
-
-def _made(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 class StudentProcess:
