@@ -25,14 +25,13 @@ def check_attention_tensors(**tensors) -> None:
     Called on every launch, so the messages are only built when something is wrong."""
     values = tuple(tensors.values())
     first = values[0]
-    names = ", ".join(tensors)
     if any(t.dim() != 4 or t.shape != first.shape for t in values):
         raise ValueError(
-            f"{names} must all be [B, H, N, d] of one shape; got {', '.join(str(tuple(t.shape)) for t in values)}"
+            f"{', '.join(tensors)} must all be [B, H, N, d] of one shape; got {', '.join(str(tuple(t.shape)) for t in values)}"
         )
     if any(t.dtype != first.dtype for t in values) or first.dtype not in DTYPES:
         raise ValueError(
-            f"{names} must share one dtype among fp16, bf16, fp32; got {', '.join(str(t.dtype) for t in values)}"
+            f"{', '.join(tensors)} must share one dtype among fp16, bf16, fp32; got {', '.join(str(t.dtype) for t in values)}"
         )
     if first.shape[-1] not in HEAD_DIMS:
         raise ValueError(f"head dim d must be one of {HEAD_DIMS}; got {first.shape[-1]}")
