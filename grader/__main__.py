@@ -132,10 +132,13 @@ INSTRUCTOR_SEED = "Seed: the instructor's grading seed (not shown)"
 def compile_cache(target: Path, gpu: bool, fresh: bool, seed_line: str):
     """The folder keeping `target`'s compiled kernels between practice runs on a GPU, or None: the
     interpreter compiles nothing, --fresh asks for an empty cache, and a run for credit (the
-    instructor's seed) always starts from one."""
+    instructor's seed) always starts from one. Only the course's own exercises/ and solutions/ keep
+    one: a folder graded from elsewhere may hold someone else's files next time, who must not run
+    kernels compiled from (or planted by) the last ones."""
     from grader.sandbox import compile_cache_for
 
-    return compile_cache_for(target) if gpu and not fresh and seed_line != INSTRUCTOR_SEED else None
+    own = Path(target).resolve() in (ROOT / "exercises", ROOT / "solutions")
+    return compile_cache_for(target) if gpu and own and not fresh and seed_line != INSTRUCTOR_SEED else None
 
 
 def choose_seed(given):

@@ -179,15 +179,16 @@ def test_a_targets_compile_cache_is_kept_between_its_runs(tmp_path):
     again.remove()
 
 
-def test_only_practice_runs_on_a_gpu_keep_compiled_kernels(tmp_path):
+def test_only_practice_runs_of_the_course_folders_on_a_gpu_keep_compiled_kernels(tmp_path):
     from grader.__main__ import INSTRUCTOR_SEED, compile_cache
 
-    practice = "Seed: 5 (SEED=5 reproduces this run)"
-    assert compile_cache(tmp_path, gpu=True, fresh=False, seed_line=practice) == compile_cache_for(tmp_path)
-    assert compile_cache_for(tmp_path) != compile_cache_for(tmp_path / "other")  # one cache per target
-    assert compile_cache(tmp_path, gpu=True, fresh=False, seed_line=INSTRUCTOR_SEED) is None
-    assert compile_cache(tmp_path, gpu=True, fresh=True, seed_line=practice) is None
-    assert compile_cache(tmp_path, gpu=False, fresh=False, seed_line=practice) is None
+    practice, own = "Seed: 5 (SEED=5 reproduces this run)", ROOT / "exercises"
+    assert compile_cache(own, gpu=True, fresh=False, seed_line=practice) == compile_cache_for(own)
+    assert compile_cache_for(own) != compile_cache_for(ROOT / "solutions")  # one cache per target
+    assert compile_cache(own, gpu=True, fresh=False, seed_line=INSTRUCTOR_SEED) is None
+    assert compile_cache(own, gpu=True, fresh=True, seed_line=practice) is None
+    assert compile_cache(own, gpu=False, fresh=False, seed_line=practice) is None
+    assert compile_cache(tmp_path, gpu=True, fresh=False, seed_line=practice) is None  # a submission, say
 
 
 def test_a_compile_cache_never_takes_what_a_link_points_to(tmp_path):
