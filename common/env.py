@@ -75,11 +75,12 @@ def setup() -> Mode:
         return Mode(gpu=False, device="cpu", description="CPU: Triton interpreter (TRITON_INTERPRET=1)")
     import torch
 
-    # Create the GPU's context now, before anything runs a backward pass: autograd starts its GPU
-    # thread at the first backward (even one on CPU tensors), and that thread makes the context
-    # current only if it already exists; otherwise every cuBLAS call there warns "no current CUDA
-    # context" and sets it up late.
-    torch.zeros(1, device="cuda")  # a kernel launch: the context certainly exists after it
+    # Create the GPU's context now, and make it current in autograd's GPU thread too. That thread
+    # starts at the first backward pass; if its first GPU call is cuBLAS (a matmul's backward), no
+    # context is current there yet and cuBLAS warns "no current CUDA context" while it sets one up.
+    # A first backward whose kernels are elementwise sets it up quietly.
+    x = torch.zeros(1, device="cuda", requires_grad=True)
+    (x * 2).sum().backward()
     return Mode(gpu=True, device="cuda", description=f"GPU: {torch.cuda.get_device_name()}")
 
 

@@ -1,6 +1,9 @@
-"""The autotuning rules, checked on a CPU with the GPU's shared memory size faked: every course
-kernel gets configs that fit on an H200, an A100 and a T4, and grading tries one config."""
+"""The autotuning rules, checked on a CPU with the GPU faked: every course kernel gets configs that
+fit on an H200, an A100 and a T4; the tuner times each bucket of N once, keeps its winners on disk
+(a damaged or forged file only costs a new tuning), skips configs that do not compile, and grading
+launches one config without timing."""
 
+import json
 import types
 
 import pytest
@@ -79,10 +82,103 @@ def test_every_course_kernel_has_a_config_that_fits(gpu, kernel, name):
                     assert c.kwargs[resident] % c.kwargs[streamed] == 0, f"{shape}: {c}"
 
 
-def test_grading_tries_one_config(gpu, monkeypatch):
-    tuner = load_module(ROOT / "solutions" / KERNELS["_attn_fwd_tuned"][0])._attn_fwd_tuned
-    gpu(SHARED_MEMORY["H200 (sm90)"])
-    args = {"q_ptr": torch.empty(1, dtype=torch.float16), "N": 4096}
-    assert len(tuner.early_config_prune(tuner.configs, args, HEAD_DIM=64)) > 1
+# ----------------------------------------------------------------------------- the tuner itself
+class FakeKernel:
+    """Stands for a @triton.jit kernel: records what would be compiled and launched."""
+
+    arg_names = ["q_ptr", "N", "sm_scale", "HEAD_DIM"]
+    cache_key = "fake kernel source"
+    launches: list = []  # every launch of every fake kernel, in order
+
+    def __init__(self):
+        self.compiled = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **meta: FakeKernel.launches.append((grid, meta))
+
+    def warmup(self, *args, grid, **meta):
+        self.compiled.append(meta["BLOCK_M"])
+
+
+MILLISECONDS = {32: 3.0, 64: 1.0, 128: 2.0}  # the fake kernel's time by BLOCK_M
+
+
+@pytest.fixture
+def bench(monkeypatch, tmp_path):
+    """A fake GPU for the tuner: its cache in tmp_path, each config's time from MILLISECONDS,
+    and the configs that `failing` names do not compile."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(tuning.ONE_CONFIG, raising=False)
+    monkeypatch.setattr(tuning, "device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(FakeKernel, "launches", [])
+    timed, failing = [], set()
+
+    def do_bench(fn, **options):
+        fn()
+        block_m = FakeKernel.launches[-1][1]["BLOCK_M"]
+        timed.append(block_m)
+        if block_m in failing:
+            raise triton.runtime.errors.OutOfResources(1, 0, "shared memory")
+        return MILLISECONDS[block_m]
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    return types.SimpleNamespace(timed=timed, failing=failing, folder=tmp_path)
+
+
+def tuned(kernel=None):
+    configs = [triton.Config({"BLOCK_M": m}, num_warps=4, num_stages=3) for m in MILLISECONDS]
+    return tuning.autotune(configs, key=["N", "HEAD_DIM"], prune=lambda configs, named, **kw: configs)(
+        kernel or FakeKernel()
+    )
+
+
+def launch(tuner, N, dtype=torch.float16):
+    tuner[lambda meta: (triton.cdiv(N, meta["BLOCK_M"]),)](torch.empty(1, dtype=dtype), N, 0.125, HEAD_DIM=64)
+    grid, meta = FakeKernel.launches[-1]
+    return grid[0], meta["BLOCK_M"], meta["num_warps"]
+
+
+def test_buckets_round_up_to_powers_of_two_up_to_the_longest():
+    lengths = (1, 2, 17, 100, 128, 129, 1000, 4096, 5000, 16384)
+    assert [tuning.bucket(n) for n in lengths] == [1, 2, 32, 128, 128, 256, 1024, 4096, 4096, 4096]
+    assert tuning.bucket(True) is True and tuning.bucket(torch.float16) is torch.float16
+
+
+def test_tunes_once_per_bucket_and_launches_the_fastest(bench):
+    tuner = tuned()
+    assert launch(tuner, 100) == (2, 64, 4)  # grid from the winner's BLOCK_M; its num_warps passed on
+    assert sorted(bench.timed) == [32, 64, 128] and sorted(tuner.kernel.compiled) == [32, 64, 128]
+    assert launch(tuner, 120) == (2, 64, 4) and launch(tuner, 100) == (2, 64, 4)
+    assert len(bench.timed) == 3  # same bucket: no new timing
+    launch(tuner, 8192), launch(tuner, 16384)
+    assert len(bench.timed) == 6  # one tuning for every long sequence
+    launch(tuner, 100, torch.bfloat16)
+    assert len(bench.timed) == 9  # another dtype is another key
+
+
+def test_winners_are_kept_for_the_next_process(bench):
+    launch(tuned(), 100)
+    again = tuned()  # a new process: nothing in memory, the file on disk
+    assert launch(again, 100)[1] == 64 and len(bench.timed) == 3
+    launch(again, 1000)
+    assert len(bench.timed) == 6  # a key never tuned is tuned
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"KEY": 7}', '{"KEY": "0"}', '{"KEY": -1}'])
+def test_a_damaged_or_forged_file_only_costs_a_new_tuning(bench, content):
+    launch(tuned(), 100)
+    (saved,) = (bench.folder / "course-tuning").iterdir()
+    key = next(iter(json.loads(saved.read_text())))
+    saved.write_text(content.replace("KEY", key.replace('"', '\\"')))
+    assert launch(tuned(), 100)[1] == 64 and len(bench.timed) == 6
+
+
+def test_a_config_that_does_not_compile_is_never_chosen(bench):
+    bench.failing.add(64)
+    assert launch(tuned(), 100)[1] == 128
+
+
+def test_grading_launches_the_first_config_without_timing(bench, monkeypatch):
     monkeypatch.setenv(tuning.ONE_CONFIG, "1")
-    assert len(tuner.early_config_prune(tuner.configs, args, HEAD_DIM=64)) == 1
+    assert launch(tuned(), 100)[1] == 32
+    assert bench.timed == [] and not (bench.folder / "course-tuning").exists()
