@@ -1,4 +1,5 @@
-"""Grading a class: deterministic shards, one process per worker, resumable, one seed."""
+"""Grading a class: deterministic shards, one process per worker (one per 4 cores by default),
+resumable, one seed."""
 
 import csv
 import shutil
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from grader.classroom import parse_shard, shard
+from grader.classroom import default_workers, parse_args, parse_shard, shard
 from grader.runner import ROOT
 
 STUDENTS = [f"student{i:02d}" for i in range(11)]
@@ -25,6 +26,16 @@ def test_shards_split_the_class_exactly_once(count):
 def test_a_bad_shard_is_named(text):
     with pytest.raises(Exception, match="--shard"):
         parse_shard(text)
+
+
+def test_exercises_may_follow_the_options_as_in_the_usage_line():
+    args = parse_args(["submitted", "--out", "grades", "04", "05", "--workers", "8"])
+    assert (args.exercises, str(args.out), args.workers) == (["04", "05"], "grades", 8)
+
+
+@pytest.mark.parametrize(("gpus", "cores", "workers"), [(0, 2, 1), (0, 16, 4), (2, 32, 8), (8, 16, 8), (1, 1, 1)])
+def test_default_workers_follow_the_cores_with_one_per_gpu_at_least(gpus, cores, workers):
+    assert default_workers(gpus, cores) == workers
 
 
 def _classroom(*args, seed=True):
