@@ -10,7 +10,7 @@ import pytest
 import torch
 import triton
 
-from common import tuning
+from common import reference, tuning
 from common.loader import load_module
 from grader.runner import ROOT
 
@@ -182,3 +182,19 @@ def test_grading_launches_the_first_config_without_timing(bench, monkeypatch):
     monkeypatch.setenv(tuning.ONE_CONFIG, "1")
     assert launch(tuned(), 100)[1] == 32
     assert bench.timed == [] and not (bench.folder / "course-tuning").exists()
+
+
+def test_a_course_kernel_runs_through_the_tuner(gpu, monkeypatch):
+    """The GPU launch path, run by the interpreter: exercise 04's kernel launched by its tuner
+    (key values found by position and keyword, the config's blocks in the grid and the launch)."""
+    monkeypatch.setenv(tuning.ONE_CONFIG, "1")
+    gpu(SHARED_MEMORY["H200 (sm90)"])
+    module = load_module(ROOT / "solutions" / KERNELS["_attn_fwd_tuned"][0])
+    B, H, N, d = 1, 2, 100, 16
+    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
+    o, lse = torch.full_like(q, float("nan")), torch.empty(B, H, N)
+    args = (q, k, v, o, lse, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H, N, 0.25)
+    module._attn_fwd_tuned[lambda meta: (triton.cdiv(N, meta["BLOCK_M"]), B * H)](*args, HEAD_DIM=d, CAUSAL=True)
+    expected, expected_lse = reference.attention(q, k, v, causal=True, sm_scale=0.25)
+    torch.testing.assert_close(o.double(), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(lse.double(), expected_lse, atol=1e-4, rtol=1e-4)
