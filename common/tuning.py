@@ -76,7 +76,7 @@ class Autotuned:
 
     def _launch(self, meta, grid, args, kwargs):
         meta = kwargs | meta
-        return self.kernel[grid(meta) if callable(grid) else grid](*args, **meta)
+        return self.kernel[_grid(grid, meta)](*args, **meta)
 
     def _choose(self, key, grid, args, kwargs, named):
         candidates = self.early_config_prune(self.configs, named, **kwargs)
@@ -149,7 +149,12 @@ def _compile_all(kernel, candidates, grid, args, kwargs) -> None:
         with AsyncCompileMode(pool, ignore_errors=True):  # a config that fails is timed as infinite
             for config in candidates:
                 meta = kwargs | config.all_kwargs()
-                kernel.warmup(*args, grid=grid(meta) if callable(grid) else grid, **meta)
+                kernel.warmup(*args, grid=_grid(grid, meta), **meta)
+
+
+def _grid(grid, meta):
+    """The launch grid: `grid` itself, or what it gives for these meta-parameters."""
+    return grid(meta) if callable(grid) else grid
 
 
 def shared_memory_pruner(resident: str, streamed: str, n_resident: int, n_streamed: int):

@@ -125,11 +125,9 @@ def bench(monkeypatch, tmp_path):
     return types.SimpleNamespace(timed=timed, failing=failing, folder=tmp_path)
 
 
-def tuned(kernel=None):
+def tuned(kernel=None, prune=lambda configs, named, **kw: configs):
     configs = [triton.Config({"BLOCK_M": m}, num_warps=4, num_stages=3) for m in MILLISECONDS]
-    return tuning.autotune(configs, key=["N", "HEAD_DIM"], prune=lambda configs, named, **kw: configs)(
-        kernel or FakeKernel()
-    )
+    return tuning.autotune(configs, key=["N", "HEAD_DIM"], prune=prune)(kernel or FakeKernel())
 
 
 def launch(tuner, N, dtype=torch.float16):
@@ -171,6 +169,12 @@ def test_a_damaged_or_forged_file_only_costs_a_new_tuning(bench, content):
     key = next(iter(json.loads(saved.read_text())))
     saved.write_text(content.replace("KEY", key.replace('"', '\\"')))
     assert launch(tuned(), 100)[1] == 64 and len(bench.timed) == 6
+
+
+def test_a_saved_winner_the_pruner_now_refuses_is_tuned_again(bench):
+    launch(tuned(), 100)  # 64 wins and is saved; the next process prunes it away (say, it does not fit)
+    assert launch(tuned(prune=lambda configs, named, **kw: configs[::2]), 100)[1] == 128
+    assert len(bench.timed) == 5
 
 
 def test_a_config_that_does_not_compile_is_never_chosen(bench):
