@@ -173,6 +173,9 @@ def main(argv=None) -> int:
     missing = env.missing_packages()  # before anything imports torch
     if missing:
         raise SystemExit(env.missing_packages_message(missing, "grader"))
+    from grader import zygote
+
+    zygote.start(zygote.likely_device())  # it imports torch and triton for the student processes as we do
     from grader.exercises import EXERCISES, find
 
     try:

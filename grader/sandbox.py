@@ -21,13 +21,9 @@ file permissions. `isolation()` says which applies; the report header prints it.
 import functools
 import hashlib
 import io
-import json
 import os
-import select
 import shutil
 import signal
-import site
-import socket
 import subprocess
 import sys
 import tempfile
@@ -112,11 +108,6 @@ def describe_isolation() -> str:
     )
 
 
-def _site_dirs() -> list:
-    dirs = set(site.getsitepackages()) | {p for p in sys.path if "-packages" in p}
-    return sorted(d for d in dirs if Path(d).is_dir())
-
-
 def _inside(path: Path, parent: Path) -> bool:
     return path.resolve().is_relative_to(parent.resolve())
 
@@ -124,7 +115,7 @@ def _inside(path: Path, parent: Path) -> bool:
 def _binds() -> list:
     """Directories outside the system folders the student process needs: Python and its packages."""
     wanted = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    wanted |= {Path(d).resolve() for d in _site_dirs()}
+    wanted |= {Path(d).resolve() for d in zygote.site_dirs()}
     system = [Path(d) for d in ("/usr", "/bin", "/lib", "/lib64", "/etc")]
     kept = sorted(p for p in wanted if not any(_inside(p, s) for s in system))
     kept = [p for p in kept if not any(q != p and _inside(p, q) for q in kept)]
@@ -147,7 +138,7 @@ def _become_subreaper() -> None:
 def _kill_orphans() -> None:
     """Kill and reap every child of this process except the zygotes: while grading, the only others
     are what a student's process left behind."""
-    zygotes = {z.proc.pid for z in _ZYGOTES.values()}
+    zygotes = {z.proc.pid for z in zygote.RUNNING.values()}
     for _ in range(10):
         children = []
         for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -165,76 +156,6 @@ def _kill_orphans() -> None:
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 pass
-
-
-class Zygote:
-    """The grader's handle on grader/zygote.py: a process with torch and triton imported that forks
-    the student processes (one per environment, started on first use, ended with the grader)."""
-
-    def __init__(self, environment: dict):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", zygote.__file__, str(theirs.fileno())],
-            env=environment,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-        )
-        theirs.close()
-        self.sock = ours
-        self.exited: dict[int, int] = {}  # pid: exit status
-        self._receive("ready", time.monotonic() + 600)
-
-    def fork(self, request: dict, fds) -> "Forked":
-        socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
-        return Forked(self, self._receive("pid", time.monotonic() + 60)["pid"])
-
-    def wait(self, pid: int, timeout=None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while pid not in self.exited:
-            self._receive("exited", deadline)
-        return self.exited.pop(pid)
-
-    def _receive(self, kind: str, deadline):
-        """The next message of `kind`; exit reports met on the way are kept."""
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not select.select([self.sock], [], [], left)[0]:
-                assert left is not None  # select() without a timeout returns only when the socket is ready
-                raise subprocess.TimeoutExpired(kind, left)
-            data = self.sock.recv(1 << 16)
-            if not data:
-                raise RuntimeError(
-                    f"the grader's zygote process ended (status {self.proc.wait()}); its error, if any, is above"
-                )
-            message = json.loads(data)
-            if "exited" in message:
-                self.exited[message["exited"]] = message["status"]
-            if kind in message:
-                return message
-
-
-class Forked:
-    """A student process forked by a Zygote: what the grader needs of subprocess.Popen."""
-
-    def __init__(self, parent: Zygote, pid: int):
-        self.parent, self.pid = parent, pid
-        self.returncode: int | None = None
-
-    def wait(self, timeout=None) -> int:
-        if self.returncode is None:
-            self.returncode = self.parent.wait(self.pid, timeout)
-        return self.returncode
-
-
-_ZYGOTES: dict[tuple, Zygote] = {}
-
-
-def _zygote(environment: dict) -> Zygote:
-    key = tuple(sorted(environment.items()))
-    if key not in _ZYGOTES or _ZYGOTES[key].proc.poll() is not None:
-        _ZYGOTES[key] = Zygote(environment)
-    return _ZYGOTES[key]
 
 
 def _free_uid() -> int:
@@ -342,7 +263,7 @@ class StudentProcess:
 
     def __init__(self, sandbox: Sandbox, exercise, device: str):
         self.sandbox, self.exercise, self.device = sandbox, exercise, device
-        self.proc: Forked | None = None
+        self.proc: zygote.Forked | None = None
         self.import_failure: Exception | None = None  # set once: an import that fails or hangs is charged once
         self.deadline: float | None = None
         self.limit = 120.0
@@ -372,7 +293,7 @@ class StudentProcess:
                 "binds": _binds(),
             }
         try:
-            self.proc = _zygote(self._base_environment()).fork(request, (req_r, rep_w, self.log.fileno()))
+            self.proc = zygote.start(self.device).fork(request, (req_r, rep_w, self.log.fileno()))
         finally:
             os.close(req_r)
             os.close(rep_w)
@@ -389,29 +310,9 @@ class StudentProcess:
             loading=True,
         )
 
-    def _base_environment(self) -> dict:
-        """The environment of every student process on this device (the zygote's too)."""
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-            "HOME": "/nonexistent",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "COURSE_SITE_DIRS": os.pathsep.join(_site_dirs()),
-        }
-        if self.device == "cpu":
-            env["TRITON_INTERPRET"] = "1"
-        for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
-            if name in os.environ:
-                env[name] = os.environ[name]
-        # On a GPU, each process imports the packages itself, after the fork (COURSE_COLD_START=0
-        # forks them warm there too): CUDA must never be set up before a fork, and next to compiling
-        # kernels the import is a small part of a grading run.
-        env["COURSE_COLD_START"] = os.environ.get("COURSE_COLD_START", "1" if self.device == "cuda" else "0")
-        return env
-
     def _environment(self) -> dict:
         home = self.sandbox.student_path(self.sandbox.scratch)
-        env = self._base_environment() | {
+        env = zygote.student_environment(self.device) | {
             "HOME": home,
             "TMPDIR": "/tmp" if self.sandbox.isolated else home,
             "TRITON_CACHE_DIR": f"{home}/.triton",

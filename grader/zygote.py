@@ -13,14 +13,18 @@ The socket (a Unix SOCK_SEQPACKET pair) carries one JSON message per step. The g
 {"serve": ..., "cwd": ..., "env": {...}, "sandbox": null | {...}} with three descriptors (request
 pipe, reply pipe, output log); the zygote answers {"pid": n}, and {"exited": n, "status": code}
 when that process ends (negative: killed by that signal, as subprocess reports it). Standard
-library only at the top: this file runs outside the course's packages.
+library only at the top: this file runs outside the course's packages, and the grader imports it
+before torch.
 """
 
 import json
 import os
 import select
+import site
 import socket
+import subprocess
 import sys
+import time
 
 SETUP_FAILED = 125  # the sandbox could not be built (grader/sandbox.py explains it)
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
@@ -139,8 +143,6 @@ def _init(box: dict, request: dict, request_fd: int, reply_fd: int) -> int:
     """PID 1 of the namespace. It stays root and outside the chroot, only reaps; when it ends, the
     kernel kills every process left in the namespace. (The server is not PID 1 itself: an init
     ignores signals it has no handler for, and a student's own signal must be delivered.)"""
-    import subprocess
-
     _libc().prctl(PR_SET_PDEATHSIG, 9)
     root, uid = box["root"], box["uid"]
     built = subprocess.run(["/bin/sh", "-c", box["script"], "sh", root, box["base"], *box["binds"]], check=False)
@@ -172,6 +174,121 @@ def _errno() -> int:
     import ctypes
 
     return ctypes.get_errno()
+
+
+# ----------------------------------------------------------------------------- the grader's side
+def site_dirs() -> list:
+    """The folders of Python's packages (the zygote adds them to its path: it starts with -S)."""
+    dirs = set(site.getsitepackages()) | {p for p in sys.path if "-packages" in p}
+    return sorted(d for d in dirs if os.path.isdir(d))
+
+
+def student_environment(device: str) -> dict:
+    """The environment every student process on `device` ("cuda" or "cpu") starts from: the zygote's.
+    On a CPU it switches the Triton interpreter on, which triton reads when it is imported (its own
+    library functions are kernels too)."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "HOME": "/nonexistent",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "COURSE_SITE_DIRS": os.pathsep.join(site_dirs()),
+        # "1": each process imports the packages itself, after the fork. Importing them never sets
+        # up CUDA (each student process does that after its fork), so the warm fork is the default.
+        "COURSE_COLD_START": os.environ.get("COURSE_COLD_START", "0"),
+    }
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def likely_device() -> str:
+    """The device the grader will choose (common.env.setup), guessed without importing torch: "cpu"
+    where the interpreter is forced or no NVIDIA GPU is visible. A wrong guess costs only time: the
+    grader then starts the zygote it needs."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1")
+    if os.environ.get("TRITON_INTERPRET") == "1" or hidden or not os.path.exists("/dev/nvidiactl"):
+        return "cpu"
+    return "cuda"
+
+
+class Zygote:
+    """The grader's handle on a zygote process (see the top of this file)."""
+
+    def __init__(self, environment: dict):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-B", __file__, str(theirs.fileno())],
+            env=environment,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+        )
+        theirs.close()
+        self.sock = ours
+        self.ready = False  # it says so once its imports are done; the first fork waits for that
+        self.exited: dict[int, int] = {}  # pid: exit status
+
+    def fork(self, request: dict, fds) -> "Forked":
+        if not self.ready:
+            self.ready = bool(self._receive("ready", time.monotonic() + 600))
+        socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+        return Forked(self, self._receive("pid", time.monotonic() + 60)["pid"])
+
+    def wait(self, pid: int, timeout=None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pid not in self.exited:
+            self._receive("exited", deadline)
+        return self.exited.pop(pid)
+
+    def _receive(self, kind: str, deadline):
+        """The next message of `kind`; exit reports met on the way are kept."""
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.sock], [], [], left)[0]:
+                assert left is not None  # select() without a timeout returns only when the socket is ready
+                raise subprocess.TimeoutExpired(kind, left)
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise RuntimeError(
+                    f"the grader's zygote process ended (status {self.proc.wait()}); its error, if any, is above"
+                )
+            message = json.loads(data)
+            if "exited" in message:
+                self.exited[message["exited"]] = message["status"]
+            if kind in message:
+                return message
+
+
+class Forked:
+    """A student process forked by a Zygote: what the grader needs of subprocess.Popen."""
+
+    def __init__(self, parent: Zygote, pid: int):
+        self.parent, self.pid = parent, pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout=None) -> int:
+        if self.returncode is None:
+            self.returncode = self.parent.wait(self.pid, timeout)
+        return self.returncode
+
+
+RUNNING: dict[tuple, Zygote] = {}  # the zygote (of one environment), ended with the grader
+
+
+def start(device: str) -> Zygote:
+    """The running zygote for student processes on `device`, started if need be (one at a time: a
+    zygote for another device is ended). It returns at once: the zygote imports in the background."""
+    environment = student_environment(device)
+    key = tuple(sorted(environment.items()))
+    for other in [k for k in RUNNING if k != key]:
+        RUNNING.pop(other).proc.kill()
+    if key not in RUNNING or RUNNING[key].proc.poll() is not None:
+        RUNNING[key] = Zygote(environment)
+    return RUNNING[key]
 
 
 if __name__ == "__main__":

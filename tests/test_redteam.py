@@ -22,7 +22,7 @@ import pytest
 
 import grader.runner
 from common import env
-from grader import sandbox
+from grader import zygote
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
 from grader.sandbox import isolation
@@ -371,7 +371,7 @@ def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
     """The seed never reaches the student's side: not in the zygote's arguments or environment, not
     in what each forked student process is told."""
     seen = []
-    real_popen, real_fork = subprocess.Popen, sandbox.Zygote.fork
+    real_popen, real_fork = subprocess.Popen, zygote.Zygote.fork
 
     def recording_popen(cmd, *args, **kwargs):
         seen.append(json.dumps([list(cmd), kwargs.get("env")]))
@@ -383,8 +383,8 @@ def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COURSE_GRADING_SEED", "8675309")
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
-    monkeypatch.setattr(sandbox.Zygote, "fork", recording_fork)
-    monkeypatch.setattr(sandbox, "_ZYGOTES", {})  # a zygote of its own, started here
+    monkeypatch.setattr(zygote.Zygote, "fork", recording_fork)
+    monkeypatch.setattr(zygote, "RUNNING", {})  # a zygote of its own, started here
     course = submission(tmp_path, "return honest_softmax(x)")
     (result,) = grade_exercise(find("02"), course, seed=8675309, time_limit=LIMIT, only=(NEXT,))
     assert result.status == "passed" and len(seen) == 2  # the zygote started, one process forked

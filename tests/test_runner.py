@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 import grader.runner
+from grader import zygote
 from grader.__main__ import main as grade_main
 from grader.exercises import find
 from grader.runner import ROOT, grade_exercise
@@ -147,7 +148,7 @@ def test_a_cold_start_grades_the_same(monkeypatch):
 
 
 def test_the_student_environment_on_a_gpu(monkeypatch):
-    """On a GPU: packages imported after the fork (CUDA is never set up before one), and one
+    """On a GPU: packages imported before the fork (CUDA is set up only after it), and one
     autotuning config per kernel, except in exercise 08, which times the kernels."""
     from grader.sandbox import Sandbox, StudentProcess
 
@@ -159,9 +160,34 @@ def test_the_student_environment_on_a_gpu(monkeypatch):
         timed = StudentProcess(sandbox, find("08"), "cuda")._environment()
     finally:
         sandbox.remove()
-    assert gpu["COURSE_COLD_START"] == "1" and cpu["COURSE_COLD_START"] == "0"
+    assert gpu["COURSE_COLD_START"] == "0" and cpu["COURSE_COLD_START"] == "0"
+    for device, student in (("cuda", gpu), ("cpu", cpu)):  # as the zygote imported the packages (HOME aside)
+        shared = zygote.student_environment(device)
+        assert {k: student.get(k) for k in shared if k != "HOME"} == {k: shared[k] for k in shared if k != "HOME"}
     assert gpu["COURSE_ONE_CONFIG"] == "1" and "COURSE_ONE_CONFIG" not in cpu and "COURSE_ONE_CONFIG" not in timed
     assert "TRITON_INTERPRET" not in gpu and cpu["TRITON_INTERPRET"] == "1"
+
+
+def test_the_grader_guesses_its_device_before_importing_torch(monkeypatch):
+    """The zygote starts before the grader imports torch, for the device the grader will choose."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert zygote.likely_device() == "cpu"
+    monkeypatch.delenv("TRITON_INTERPRET")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert zygote.likely_device() == "cpu"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(zygote.os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    assert zygote.likely_device() == "cuda"
+
+
+def test_a_zygote_for_another_device_is_ended(monkeypatch):
+    monkeypatch.setattr(zygote, "RUNNING", {})
+    cpu = zygote.start("cpu")
+    assert zygote.start("cpu") is cpu
+    gpu = zygote.start("cuda")
+    assert cpu.proc.wait(timeout=30) != 0 and list(zygote.RUNNING.values()) == [gpu]
+    gpu.proc.kill()
+    gpu.proc.wait(timeout=30)
 
 
 def test_a_targets_compile_cache_is_kept_between_its_runs(tmp_path):
