@@ -22,5 +22,5 @@ echo "exit $status; GPUs ${CUDA_VISIBLE_DEVICES:-all visible}; workers ${WORKERS
 cp "$class/grades/grades.csv" "$out/" 2>/dev/null || status=1
 rm -rf "$class"
 [[ $status == 0 ]] || { echo "grader.classroom failed: see $out/classroom.txt"; exit 1; }
-awk -F, 'NR > 1 && $NF != 90 {print "did not earn 90 points:", $0; bad = 1} END {exit bad}' "$out/grades.csv" \
+awk -F, '{ sub(/\r$/, "") } NR > 1 && $NF != 90 {print "did not earn 90 points:", $0; bad = 1} END {exit bad}' "$out/grades.csv" \
   && echo "every student earned 90 points"
