@@ -13,8 +13,8 @@ format); GRADES/grades.csv is rebuilt from all of them at the end of every run.
   to each other.
 - `--workers W` grades a shard with W processes, each its own sub-shard and one of the visible GPUs
   (round robin). Grading is mostly compiling, on the CPU: students never share compiled kernels. So
-  the default is one worker per 4 CPU cores, at least one per GPU: on a host with two H200s and 32
-  cores, 20 students' 04-07 took 410 s with 8 workers over both GPUs and 416 s with 8 on one GPU.
+  the default is one worker per 4 CPU cores, at least one per GPU (GPU_RESULTS.md has the timings
+  behind that choice).
 - A student whose result file exists is skipped (a re-run resumes after a crash or a preempted
   job); --force grades everyone again.
 """

@@ -234,7 +234,8 @@ class Zygote:
 
     def fork(self, request: dict, fds) -> "Forked":
         if not self.ready:
-            self.ready = bool(self._receive("ready", time.monotonic() + 600))
+            self._receive("ready", time.monotonic() + 600)
+            self.ready = True
         socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
         return Forked(self, self._receive("pid", time.monotonic() + 60)["pid"])
 
