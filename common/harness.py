@@ -6,7 +6,8 @@
   dtype conversions and reading metadata are host work);
 - with `guarded=True`: outputs allocated with torch.empty* are NaN-filled (so unwritten elements
   show) and sit between guard zones (so a store past either end is caught instead of corrupting
-  memory), and the inputs must come back unchanged.
+  memory), and the inputs must come back unchanged;
+- on a GPU, the peak GPU memory the call allocated beyond what was allocated before it.
 
 It runs in the sandboxed process that serves the grader (common.serve) and, for practice, in a
 notebook's own kernel. It imports nothing from the grader.
@@ -60,6 +61,7 @@ class Outcome:
     launches: int = 0
     computed: list = field(default_factory=list)  # PyTorch functions that computed outside kernels
     problems: list = field(default_factory=list)  # messages: stray stores, modified inputs
+    peak_extra: int | None = None  # bytes of GPU memory allocated at the call's peak beyond those before it
 
 
 # ----------------------------------------------------------------------------- guarded outputs
@@ -190,11 +192,12 @@ def invoke(fn, args=(), kwargs=None, guarded=False, kernels_only=True) -> Outcom
     kwargs = kwargs or {}
     snapshots = {name: t.clone() for name, t in _tensors(args, kwargs).items()} if guarded else {}
     audit = _Audit(kernels_only)
+    memory = _PeakMemory.start()
     with guarded_allocations() if guarded else _nothing() as made, _audited(audit):
         value = fn(*args, **kwargs)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    outcome = Outcome(value, audit.launches, audit.computed)
+    outcome = Outcome(value, audit.launches, audit.computed, peak_extra=memory.extra() if memory else None)
     if guarded:
         outcome.problems += _stray_store_problems(made)
         current = _tensors(args, kwargs)
@@ -210,6 +213,28 @@ def invoke(fn, args=(), kwargs=None, guarded=False, kernels_only=True) -> Outcom
 @contextmanager
 def _nothing():
     yield []
+
+
+class _PeakMemory:
+    """What PyTorch's allocator holds at the peak of a call beyond what it held before. Read through
+    torch._C: student code cannot reach `_`-private names (grader.static), so patching torch.cuda's
+    public functions does not change what is read here."""
+
+    def __init__(self, device: int):
+        self.device = device
+        self.before = self._stats()["allocated_bytes.all.current"]
+        torch._C._cuda_resetPeakMemoryStats(device)
+
+    @classmethod
+    def start(cls):
+        """A watch on the current GPU from now on; None where no GPU is in use."""
+        return cls(torch._C._cuda_getDevice()) if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+
+    def _stats(self) -> dict:
+        return torch._C._cuda_memoryStats(self.device)
+
+    def extra(self) -> int:
+        return max(self._stats()["allocated_bytes.all.peak"] - self.before, 0)
 
 
 def forward_backward(fn, inputs, grad, kwargs):

@@ -113,6 +113,7 @@ class Server:
             "launches": outcome.launches,
             "computed": outcome.computed,
             "problems": outcome.problems,
+            "peak_extra": outcome.peak_extra,
             "files": {name: self._read_output(path, out) for name, path in files.items()},
         }
         return header, out

@@ -167,6 +167,8 @@ _HINTS = {
     "illegal memory access": "a load or store reached outside its tensor: check the masks and the offsets",
     "OutOfResources": "the tiles need more shared memory or registers than this GPU has: use smaller BLOCK sizes or fewer stages",
     "must be a power of 2": "tl.arange and block sizes must be powers of two: pad with a mask instead",
+    "must be same dtype": "tl.dot needs both inputs in one dtype: cast to the other input's dtype (p.to(v.dtype)), "
+    "not to a fixed tl.float16, so that bf16 inputs work too",
     "only 0-dimensional arrays": "your triton/numpy pair is known broken in the interpreter: run `make doctor`",
 }
 

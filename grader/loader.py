@@ -24,15 +24,21 @@ class StudentFunction:
         self.impl, self.__name__, self.folder, self.module = impl, name, folder, module
 
     def __call__(self, *args, **kwargs):
-        return self.impl.run(self, args, kwargs, guarded=False)
+        return self.impl.run(self, args, kwargs, guarded=False).value
 
     def guarded(self, *args, **kwargs):
         """Run it with NaN-filled, guarded outputs; it must launch a kernel and keep its inputs."""
-        return self.impl.run(self, args, kwargs, guarded=True)
+        return self.impl.run(self, args, kwargs, guarded=True).value
 
     def with_backward(self, inputs, grad, **kwargs):
         """(out, *grads of inputs): out = fn(*inputs, **kwargs) with autograd, then out.backward(grad)."""
-        return self.impl.run(self, inputs, kwargs, guarded=True, backward=grad)
+        return self.impl.run(self, inputs, kwargs, guarded=True, backward=grad).value
+
+    def with_peak_memory(self, *args, **kwargs):
+        """(value, bytes): run it unguarded; bytes is the GPU memory the call allocated at its peak
+        beyond what was allocated before it (None without a GPU), measured where it ran."""
+        reply = self.impl.run(self, args, kwargs, guarded=False)
+        return reply.value, reply.peak_extra
 
 
 class Implementation:
@@ -53,7 +59,7 @@ class Implementation:
     def run(self, fn: StudentFunction, args, kwargs, guarded: bool, backward=None):
         reply = self.execute(fn, args, kwargs, guarded, backward)
         verdict(fn.__name__, reply, guarded and self.kernels_only, self.kernels_only)
-        return reply.value
+        return reply
 
     def execute(self, fn, args, kwargs, guarded, backward):
         raise NotImplementedError

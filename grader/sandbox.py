@@ -414,6 +414,7 @@ class StudentProcess:
             _strings(reply.get("computed")),
             _strings(reply.get("problems")),
             {k: bytes(v.numpy()) if v is not None else None for k, v in contents.items()},
+            reply.get("peak_extra") if type(reply.get("peak_extra")) is int else None,
         )
 
     def _ended(self, exc, loading: bool) -> "ProcessEnded":
@@ -445,8 +446,9 @@ class StudentProcess:
 
 
 class Reply:
-    def __init__(self, value, launches, computed, problems, files):
+    def __init__(self, value, launches, computed, problems, files, peak_extra=None):
         self.value, self.launches, self.computed, self.problems, self.files = value, launches, computed, problems, files
+        self.peak_extra = peak_extra  # bytes, on a GPU (common.harness.Outcome.peak_extra)
 
 
 def _reply_sizes(reply: dict) -> list:

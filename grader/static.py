@@ -2,10 +2,11 @@
 
 An exercise file is kernels and the host code that launches them: it imports Triton, PyTorch and
 the student runtime (common.env, common.shapes, common.tuning, common.loader), and nothing that
-reaches the machine, the interpreter's internals or the grader. The sandbox (grader.sandbox) keeps
-student code away from the grader's files and memory whatever it contains; these rules keep the
-student's own process honest, so that the record of what a call computed (common.harness) cannot
-be switched off from the student's file.
+reaches the machine, the interpreter's internals or the grader; it assigns to nothing it imported
+(no monkeypatching). The sandbox (grader.sandbox) keeps student code away from the grader's files
+and memory whatever it contains; these rules keep the student's own process honest, so that the
+record of what a call computed and measured (common.harness) cannot be switched off or rewritten
+from the student's file.
 """
 
 import ast
@@ -73,6 +74,12 @@ FORBIDDEN_ATTRIBUTES = frozenset(
         "gi_frame",
         "cr_frame",
         "run_path",
+        # the student runtime's own modules (common.harness records what a call did and measured)
+        "harness",
+        "serve",
+        "wire",
+        "fixtures",
+        "reference",
     }
 )
 ALLOWED_DUNDERS = frozenset({"__name__", "__doc__", "__init__", "__file__"})
@@ -86,6 +93,7 @@ def violations(source: str, filename: str, extra_imports=()) -> list:
     except SyntaxError:
         return []
     allowed = BASE_IMPORTS | set(extra_imports)
+    imported = _imported_names(tree)
     found = []
 
     def refuse(node, why):
@@ -107,7 +115,49 @@ def violations(source: str, filename: str, extra_imports=()) -> list:
             refuse(node, f"`{node.id}` is not allowed in graded code")
         elif isinstance(node, ast.Attribute) and _forbidden_attribute(node.attr):
             refuse(node, f"the attribute `.{node.attr}` is not allowed in graded code")
+        for target in _assigned(node):
+            if _root_name(target) in imported:
+                refuse(
+                    node,
+                    f"`{ast.unparse(target)}` changes something imported (monkeypatching), for all the code in "
+                    "your process: not allowed in graded code",
+                )
     return found
+
+
+def _imported_names(tree) -> set:
+    """The names that import statements bind in this file (torch, tl, autotune, ...)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _assigned(node) -> list:
+    """The attribute and item targets a statement assigns or deletes (x.y = ..., x[i] += ..., del x.y)."""
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    else:
+        return []
+    flat = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets.extend(target.elts)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            flat.append(target)
+    return flat
+
+
+def _root_name(target):
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def _forbidden_attribute(name: str) -> bool:

@@ -19,8 +19,7 @@ TOTAL = re.compile(r"^\| \*\*total\*\* \| \*\*(\d+)\*\* \|", re.M)
 @pytest.mark.parametrize("exercise,mutant", ONE_SLIP, ids=lambda c: getattr(c, "name", getattr(c, "number", "")))
 def test_one_slip_loses_only_its_concept(exercise, mutant, tmp_path):
     shutil.copytree(ROOT / "solutions", tmp_path, dirs_exist_ok=True)
-    module = tmp_path / exercise.folder / f"{exercise.module}.py"
-    module.write_text(mutant.apply(module.read_text()))
+    mutant.plant(tmp_path, exercise)
     results = _counted(grade_exercise(exercise, tmp_path, SEED, time_limit=TIME_LIMIT))
     lost = {r.name for r in results if r.earned < r.points}
     assert lost == set(mutant.fails), {r.name: r.message for r in results if r.name in lost ^ set(mutant.fails)}

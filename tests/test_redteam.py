@@ -196,6 +196,46 @@ def test_patching_torch_in_the_student_process_changes_nothing_here(tmp_path, mo
     assert result.earned == 0 and "NaN" in result.message
 
 
+@pytest.mark.parametrize(
+    "patch", ["torch.cuda.max_memory_allocated = lambda *a: 0", "triton.testing.do_bench = None", "del torch.allclose"]
+)
+def test_monkeypatching_is_refused(tmp_path, patch):
+    course = submission(tmp_path, "return honest_softmax(x)", at_import=f"import torch\nimport triton\n{patch}\n")
+    results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
+    assert all(r.earned == 0 and "monkeypatching" in r.message for r in results), [r.message for r in results]
+
+
+def test_patching_the_student_runtime_is_refused(tmp_path):
+    """common.harness records what a call did (kernels launched, PyTorch work, peak memory) in the
+    student's process: graded code cannot reach it to rewrite the record."""
+    course = submission(tmp_path, "common.harness.invoke = None\nreturn honest_softmax(x)", at_import="import common\n")
+    results = grade_exercise(find("02"), course, seed=11, time_limit=LIMIT, only=(ATTACKED, NEXT))
+    assert all(r.earned == 0 and "the attribute `.harness` is not allowed" in r.message for r in results)
+
+
+@pytest.mark.skipif(not env.setup().gpu, reason="04's memory check runs on a GPU only")
+def test_patching_torch_cuda_hides_no_memory(tmp_path, monkeypatch):
+    """A forward that materialises N x N scores and patches torch.cuda's memory statistics to hide
+    them still fails 04's memory check, with the static rules off too: the allocator is read
+    through torch._C, which graded code cannot reach."""
+    from tests.mutants import mutants_of
+
+    exercise = find("04")
+    shutil.copytree(ROOT / "solutions", tmp_path, dirs_exist_ok=True)
+    next(m for m in mutants_of(exercise.folder) if m.name == "scores_materialised").plant(tmp_path, exercise)
+    module = tmp_path / exercise.folder / f"{exercise.module}.py"
+    module.write_text(
+        "import torch\n"
+        "torch.cuda.max_memory_allocated = lambda *a, **k: 0\n"
+        "torch.cuda.memory_allocated = lambda *a, **k: 0\n"
+        "torch.cuda.memory_stats = lambda *a, **k: {}\n"
+        "torch.cuda.reset_peak_memory_stats = lambda *a, **k: None\n" + module.read_text()
+    )
+    monkeypatch.setattr(grader.runner, "_refused", lambda exercise, target: "")
+    (result,) = grade_exercise(exercise, tmp_path, seed=11, time_limit=300, only=("memory_linear",))
+    assert result.earned == 0 and "N x N" in result.message, result.message
+
+
 # ----------------------------------------------------------------------------- faults
 FORGE = """
 import os

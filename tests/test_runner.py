@@ -225,3 +225,13 @@ def test_a_compile_cache_never_takes_what_a_link_points_to(tmp_path):
     (box.scratch / ".triton").symlink_to(secret)
     box.remove()
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_dtype_clash_in_tl_dot_gets_its_cause():
+    """What Triton raises for tl.dot(fp16, bf16) (a tile cast to a fixed tl.float16) teaches the fix."""
+    from grader.core import explain_failure
+
+    text = "CompilationError: at 57:14:\nBoth operands must be same dtype. Got fp16 and bf16"
+    status, message = explain_failure({"text": text, "where": "flash_forward.py:85"})
+    assert status == "failed" and message.startswith("your code raised CompilationError: at 57:14:")
+    assert "p.to(v.dtype)" in message and "flash_forward.py:85" in message

@@ -1,4 +1,4 @@
-from tests.mutants import Mutant, sm_scale_ignored
+from tests.mutants import Mutant, cast_to_fixed_fp16, sm_scale_ignored
 
 MUTANTS = [
     # The popular blog kernel: causal attention visits only the diagonal block.
@@ -105,4 +105,13 @@ MUTANTS = [
         only=True,
     ),
     sm_scale_ignored("scale_convention"),
+    cast_to_fixed_fp16("acc = tl.dot(p.to(v.dtype), v, acc)"),
+    Mutant(
+        "scores_materialised",
+        "    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)\n",
+        "    lse = torch.empty((B, H, N), dtype=torch.float32, device=q.device)\n"
+        "    scores = torch.empty((B, H, N, N), dtype=torch.float32, device=q.device)  # kept to inspect\n",
+        fails=("memory_linear",),  # on a GPU only
+        says="N x N",
+    ),
 ]

@@ -1,4 +1,4 @@
-from tests.mutants import Mutant, lse_not_converted, sm_scale_ignored
+from tests.mutants import Mutant, cast_to_fixed_fp16, lse_not_converted, sm_scale_ignored
 
 EVERY_CHECK = ("dv", "dk", "ragged", "causal_one_block", "causal_many_blocks", "strides_and_head_dims", "custom_scale")
 
@@ -88,4 +88,5 @@ MUTANTS = [
         fails=("ragged",),
         says="stored outside its output tensor",
     ),
+    cast_to_fixed_fp16("dk += tl.dot(dsT.to(q.dtype), q)"),
 ]

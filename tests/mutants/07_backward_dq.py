@@ -1,4 +1,4 @@
-from tests.mutants import Mutant, lse_not_converted, sm_scale_ignored
+from tests.mutants import Mutant, cast_to_fixed_fp16, lse_not_converted, sm_scale_ignored
 
 DQ_CHECKS = ("dq", "ragged", "causal", "strides_and_head_dims", "custom_scale", "autograd")
 
@@ -86,4 +86,5 @@ MUTANTS = [
         says="causal on from forward",
     ),
     sm_scale_ignored("custom_scale"),
+    cast_to_fixed_fp16("dq += tl.dot(ds.to(k.dtype), k)"),
 ]

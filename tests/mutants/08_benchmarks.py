@@ -66,7 +66,7 @@ MUTANTS = [
         "no_sync_after_call",
         "            fn()\n            device.sync()\n            times_ms",
         "            fn()\n            times_ms",
-        fails=("measure_timing",),
+        fails=("measure_timing", "honest_timing"),  # honest_timing: on a GPU only
         says="device.sync() after fn()",
     ),
     Mutant(
@@ -155,4 +155,14 @@ MUTANTS = [
         says="an OOM is not a number",
     ),
     Mutant("no_versions_in_title", '\\n{versions()}")', '")', fails=("plot_figure",), says="versions"),
+    # your 04, as 08's speed check times it (on a GPU only): 16 x 16 tiles, too small for the tensor cores
+    Mutant(
+        "forward_with_tiny_tiles",
+        "        (64, 32, 4, 3),\n        (64, 64, 4, 3),\n        (128, 32, 4, 3),\n        (128, 64, 4, 3),\n"
+        "        (128, 64, 8, 3),\n        (128, 64, 4, 4),\n        (128, 128, 8, 2),\n        (128, 128, 8, 3),\n",
+        "        (16, 16, 4, 2),\n",
+        fails=("forward_speed",),
+        says="128-row blocks",
+        file="04_flash_forward/flash_forward.py",
+    ),
 ]

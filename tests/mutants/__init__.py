@@ -19,6 +19,12 @@ class Mutant:
     fails: tuple  # checks that must lose their points
     says: str  # a phrase expected in the failure messages of those checks (case-insensitive)
     only: bool = False  # one slip: every other check that runs here must still earn its points
+    file: str = ""  # the module it edits, under the course folder, when not the exercise's own
+
+    def plant(self, course, exercise) -> None:
+        """Edit this mutant into the course folder `course` (a copy of solutions/)."""
+        module = course / (self.file or f"{exercise.folder}/{exercise.module}.py")
+        module.write_text(self.apply(module.read_text()))
 
     def apply(self, source: str) -> str:
         """`source` with `old` replaced by `new`. `old` must occur exactly once; if it does not occur
@@ -53,6 +59,13 @@ def sm_scale_ignored(check: str) -> Mutant:
 def lse_not_converted(fails: tuple) -> Mutant:
     """06 and 07: the natural-log lse subtracted inside exp2 without its * LOG2E."""
     return Mutant("lse_not_converted", "other=0.0) * LOG2E", "other=0.0)", fails=fails, says="natural-log")
+
+
+def cast_to_fixed_fp16(dot: str) -> Mutant:
+    """04, 06 and 07: a tile cast to tl.float16 before tl.dot instead of to its partner's dtype. Right
+    for fp16 inputs; with bf16 inputs tl.dot gets two dtypes and does not compile (GPU only)."""
+    fixed = re.sub(r"\.to\(\w+\.dtype\)", ".to(tl.float16)", dot, count=1)
+    return Mutant("cast_to_fixed_fp16", dot, fixed, fails=("bf16_inputs",), says="one dtype")
 
 
 def mutants_of(folder: str) -> list:
