@@ -222,7 +222,7 @@ class _PeakMemory:
 
     def __init__(self, device: int):
         self.device = device
-        self.before = self._stats()["allocated_bytes.all.current"]
+        self.before = self._allocated()["current"]
         torch._C._cuda_resetPeakMemoryStats(device)
 
     @classmethod
@@ -230,11 +230,12 @@ class _PeakMemory:
         """A watch on the current GPU from now on; None where no GPU is in use."""
         return cls(torch._C._cuda_getDevice()) if torch.cuda.is_available() and torch.cuda.is_initialized() else None
 
-    def _stats(self) -> dict:
-        return torch._C._cuda_memoryStats(self.device)
+    def _allocated(self) -> dict:
+        """Bytes allocated by tensors, all pools: {"current": ..., "peak": ..., ...}."""
+        return torch._C._cuda_memoryStats(self.device)["allocated_bytes"]["all"]
 
     def extra(self) -> int:
-        return max(self._stats()["allocated_bytes.all.peak"] - self.before, 0)
+        return max(self._allocated()["peak"] - self.before, 0)
 
 
 def forward_backward(fn, inputs, grad, kwargs):

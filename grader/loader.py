@@ -14,7 +14,10 @@ import torch
 
 from common import harness
 from common.compare import CheckFailed
-from grader.core import Fixture, MissingFunction, OutputFile, markers_in
+from grader import ROOT
+from grader.core import Fixture, MissingFunction, OutputFile, StudentCodeFailed, markers_in
+
+RUNTIME_DIRS = (ROOT / "common", ROOT / "grader")  # frames there are the course's, not the student's
 
 
 class StudentFunction:
@@ -139,7 +142,10 @@ class LocalImplementation(Implementation):
 
             if backward is not None:
                 target = _with_backward(target, backward)
-            outcome = harness.invoke(target, resolve(list(args)), resolve(dict(kwargs)), guarded, self.kernels_only)
+            try:
+                outcome = harness.invoke(target, resolve(list(args)), resolve(dict(kwargs)), guarded, self.kernels_only)
+            except Exception as exc:  # the student's code raised: reported as the sandbox reports it
+                raise StudentCodeFailed(harness.describe_exception(exc, RUNTIME_DIRS)) from None
             for marker in markers_in([args, kwargs]):
                 path = Path(tmp) / Path(marker.name).name
                 marker.content = path.read_bytes() if path.is_file() else None

@@ -235,3 +235,23 @@ def test_a_dtype_clash_in_tl_dot_gets_its_cause():
     status, message = explain_failure({"text": text, "where": "flash_forward.py:85"})
     assert status == "failed" and message.startswith("your code raised CompilationError: at 57:14:")
     assert "p.to(v.dtype)" in message and "flash_forward.py:85" in message
+
+
+def test_a_notebook_reports_student_errors_as_the_sandbox_does():
+    """In a notebook the checks run the student's functions in-process (LocalImplementation): an
+    untouched stub says "not implemented yet", and an exception is the student's, with its line."""
+    from common.loader import load_module
+    from grader.core import Context, run_check
+    from grader.loader import LocalImplementation
+
+    exercise = find("01")
+    stub = vars(load_module(ROOT / "exercises" / "01_tiled_matmul" / "matmul.py"))
+    result = run_check(exercise.checks[0], LocalImplementation(stub, "this notebook"), Context("cpu", 1))
+    assert result.status == "not implemented" and "not implemented yet" in result.message
+
+    def matmul(a, b):
+        raise ValueError("shapes do not match")
+
+    result = run_check(exercise.checks[0], LocalImplementation({"matmul": matmul}, "this notebook"), Context("cpu", 1))
+    assert result.status == "failed" and result.message.startswith("your code raised ValueError: shapes do not match")
+    assert "test_runner.py" in result.message  # the student's line
