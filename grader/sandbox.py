@@ -136,9 +136,9 @@ def _become_subreaper() -> None:
 
 
 def _kill_orphans() -> None:
-    """Kill and reap every child of this process except the zygotes: while grading, the only others
+    """Kill and reap every child of this process except the zygote: while grading, the only others
     are what a student's process left behind."""
-    zygotes = {z.proc.pid for z in zygote.RUNNING.values()}
+    zygotes = {zygote.RUNNING.proc.pid} if zygote.RUNNING else set()
     for _ in range(10):
         children = []
         for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -219,6 +219,7 @@ class Zygote:
     """The grader's handle on a zygote process (see the top of this file)."""
 
     def __init__(self, environment: dict):
+        self.environment = environment
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", __file__, str(theirs.fileno())],
@@ -277,19 +278,20 @@ class Forked:
         return self.returncode
 
 
-RUNNING: dict[tuple, Zygote] = {}  # the zygote (of one environment), ended with the grader
+RUNNING: Zygote | None = None  # the one zygote, ended with the grader
 
 
 def start(device: str) -> Zygote:
     """The running zygote for student processes on `device`, started if need be (one at a time: a
     zygote for another device is ended). It returns at once: the zygote imports in the background."""
+    global RUNNING
     environment = student_environment(device)
-    key = tuple(sorted(environment.items()))
-    for other in [k for k in RUNNING if k != key]:
-        RUNNING.pop(other).proc.kill()
-    if key not in RUNNING or RUNNING[key].proc.poll() is not None:
-        RUNNING[key] = Zygote(environment)
-    return RUNNING[key]
+    if RUNNING is not None and RUNNING.environment != environment:
+        RUNNING.proc.kill()
+        RUNNING = None
+    if RUNNING is None or RUNNING.proc.poll() is not None:
+        RUNNING = Zygote(environment)
+    return RUNNING
 
 
 if __name__ == "__main__":

@@ -424,7 +424,7 @@ def test_the_student_process_is_told_no_seed(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_GRADING_SEED", "8675309")
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     monkeypatch.setattr(zygote.Zygote, "fork", recording_fork)
-    monkeypatch.setattr(zygote, "RUNNING", {})  # a zygote of its own, started here
+    monkeypatch.setattr(zygote, "RUNNING", None)  # a zygote of its own, started here
     course = submission(tmp_path, "return honest_softmax(x)")
     (result,) = grade_exercise(find("02"), course, seed=8675309, time_limit=LIMIT, only=(NEXT,))
     assert result.status == "passed" and len(seen) == 2  # the zygote started, one process forked
