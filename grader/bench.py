@@ -8,6 +8,7 @@ configuration (latency, TFLOPS, peak extra memory against N), bench.csv and benc
 
     python -m grader.bench --target solutions                      # B4 H32 d64 fp16, N 512..16384
     python -m grader.bench --target exercises --shape 4,16,128 --sizes 1024,4096
+    python -m grader.bench --target solutions --sizes 512,1024,2048 --graphs   # without launch costs
     python -m grader.bench --simulate                              # anywhere: a simulated GPU
 
 FLOPs: forward 4*B*H*N^2*d, halved when causal; backward 2.5x the forward; fwd+bwd 3.5x.
@@ -29,6 +30,7 @@ from grader import ROOT
 SIZES = (512, 1024, 2048, 4096, 8192, 16384)
 METHODS = ("naive", "sdpa", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "course")
 DEFAULT_METHODS = ("naive", "sdpa", "sdpa-flash", "course")
+WARMUP_BEFORE_CAPTURE = 3  # calls before a CUDA graph is captured (--graphs)
 MODES = ("fwd", "fwd+bwd")
 CONVENTIONS = {
     "flops": "forward 4*B*H*N^2*d, halved when causal; backward 2.5x the forward; fwd+bwd 3.5x the forward",
@@ -37,6 +39,10 @@ CONVENTIONS = {
     "memory": "peak GPU memory allocated during one call (after warm-up) minus what was allocated before it "
     "(inputs excluded)",
 }
+GRAPHS_CONVENTION = (
+    "--graphs: each call replays a CUDA graph of the method, captured after warm-up, for every method alike: "
+    "the host's launch cost is left out; memory is that of the captured call"
+)
 SDPA_BACKENDS = {
     "sdpa-flash": "FLASH_ATTENTION",
     "sdpa-efficient": "EFFICIENT_ATTENTION",
@@ -63,6 +69,12 @@ def parse_args(argv):
         "--methods",
         default=",".join(DEFAULT_METHODS),
         help=f"comma-separated, of: {', '.join(METHODS)} (default: %(default)s)",
+    )
+    p.add_argument(
+        "--graphs",
+        action="store_true",
+        help="time every method as a CUDA graph replay (captured after warm-up): the GPU's work without the "
+        "host's launch cost, which dominates short sequences",
     )
     p.add_argument("--modes", default=",".join(MODES), help="fwd, fwd+bwd or both (default: %(default)s)")
     p.add_argument("--out", default="results/bench", help="folder for the PNGs, bench.csv and bench.json")
@@ -130,6 +142,65 @@ def _sdpa(backend_name):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     return attention
+
+
+def capture(fn):
+    """A CUDA graph of one call of fn, recorded after warm-up calls on a side stream (compiling,
+    autotuning and the allocator's first requests happen there, not in the graph), and the peak
+    extra GPU memory, in MiB, of one call made as the graph makes it."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP_BEFORE_CAPTURE):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    baseline = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph, (torch.cuda.max_memory_allocated() - baseline) / 2**20
+
+
+def graphed(make, peaks, capture=capture):
+    """make(q, k, v, causal) for the same method run as a CUDA graph: the first call captures one
+    call of it (see capture), every call replays the graph. A replay costs the host a few µs however
+    many kernels the graph holds, so this times the GPU's work without the Python launch path.
+    A replay allocates nothing: the peak memory of the captured call goes to peaks[(N, causal)],
+    for the caller to put in the row instead of the replay's."""
+
+    def make_graphed(q, k, v, causal):
+        fn, label = make(q, k, v, causal)
+        graph = None
+
+        def replay():
+            nonlocal graph
+            if graph is None:
+                graph, peaks[(q.shape[2], causal)] = capture(fn)
+            graph.replay()
+
+        return replay, f"{label}, CUDA graph"
+
+    return make_graphed
+
+
+def simulated_capture(fn):
+    """capture() on the simulated GPU: its model has no launch cost, so the "graph" calls fn."""
+    import types
+
+    return types.SimpleNamespace(replay=fn), None
+
+
+def with_captured_peaks(rows, peaks):
+    """The rows of a sweep, each with the peak memory of its captured call where graphed() recorded one."""
+    for row in rows:
+        peak = peaks.get(row["method"], {}).get((row["N"], row["causal"]))
+        if peak is not None and row["status"] == "ok":
+            row["peak_mib"] = peak
+    return rows
 
 
 def sdpa_choice(q, k, v, causal) -> str:
@@ -274,7 +345,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     gpu = "simulated GPU (numbers from a model, not measured)" if args.simulate else mode.description
     print(f"{gpu}; {env.versions()}\ncourse kernels from {target}; benchmark code from {code.__file__}")
-    for key, text in CONVENTIONS.items():
+    conventions = CONVENTIONS | ({"graphs": GRAPHS_CONVENTION} if args.graphs else {})
+    for key, text in conventions.items():
         print(f"  {key}: {text}")
     all_rows, pictures, start = [], [], time.monotonic()
     for B, H, d in args.shapes:
@@ -288,13 +360,18 @@ def main(argv=None) -> int:
                 else:
                     import torch
 
-                    methods, skipped = supported(
-                        gpu_methods(args.methods, step, code, target), B, H, d, code.DTYPES[args.dtype], causal
-                    )
+                    methods, device = gpu_methods(args.methods, step, code, target), None
+                peaks: dict = {name: {} for name in methods}
+                if args.graphs:
+                    methods = {
+                        name: (m, graphed(make, peaks[name], simulated_capture if args.simulate else capture))
+                        for name, (m, make) in methods.items()
+                    }
+                if not args.simulate:
+                    methods, skipped = supported(methods, B, H, d, code.DTYPES[args.dtype], causal)
                     notes += skipped
-                    device = None
                 print(f"\nB={B} H={H} d={d} {args.dtype} {'causal' if causal else 'non-causal'}, {step}:", flush=True)
-                rows += code.sweep(
+                measured = code.sweep(
                     methods,
                     args.sizes,
                     B=B,
@@ -305,6 +382,7 @@ def main(argv=None) -> int:
                     device=device,
                     log=lambda line: print(f"  {line}", flush=True),
                 )
+                rows += with_captured_peaks(measured, peaks)
                 if not args.simulate:
                     torch.cuda.empty_cache()
             print(
@@ -320,7 +398,7 @@ def main(argv=None) -> int:
                 code.plot(rows, str(path))
                 pictures.append(path)
             all_rows += rows
-    meta = {"gpu": gpu, "versions": env.versions(), "conventions": CONVENTIONS, "simulated": args.simulate}
+    meta = {"gpu": gpu, "versions": env.versions(), "conventions": conventions, "simulated": args.simulate}
     write_outputs(out, all_rows, meta)
     print(
         f"\nwrote {', '.join(str(p) for p in pictures)}, {out / 'bench.csv'} and {out / 'bench.json'} "

@@ -4,8 +4,10 @@ time anything without a GPU."""
 
 import csv
 import json
+import types
 
 import pytest
+import torch
 
 from common import env
 from grader import bench
@@ -70,3 +72,31 @@ def test_the_table_gives_ratios_to_sdpa():
 def test_without_a_gpu_the_real_run_refuses(tmp_path, capsys):
     assert bench.main(["--out", str(tmp_path), "--target", str(ROOT / "solutions")]) == 2
     assert "--simulate" in capsys.readouterr().err
+
+
+def test_graphed_methods_capture_once_then_replay_and_report_the_captured_memory():
+    calls, captured, peaks = [], [], {}
+
+    def capture(fn):
+        fn()  # the call recorded in the graph
+        captured.append(fn)
+        return types.SimpleNamespace(replay=lambda: calls.append("replay")), 12.5
+
+    make = bench.graphed(lambda q, k, v, causal: ((lambda: calls.append("eager")), "triton (04)"), peaks, capture)
+    q = torch.empty(1, 2, 300, 16)
+    fn, label = make(q, q, q, True)
+    assert label == "triton (04), CUDA graph" and calls == []  # nothing runs before the first call
+    fn(), fn(), fn()
+    assert len(captured) == 1 and calls == ["eager", "replay", "replay", "replay"]
+    assert peaks == {(300, True): 12.5}
+    rows = [{"method": "course", "N": 300, "causal": True, "status": "ok", "peak_mib": 0.0}]
+    assert bench.with_captured_peaks(rows, {"course": peaks})[0]["peak_mib"] == 12.5
+
+
+def test_simulated_run_with_graphs_labels_every_method_and_states_the_convention(tmp_path, capsys):
+    argv = ["--simulate", "--graphs", "--shape", "1,2,64", "--sizes", "256,512", "--causal", "yes"]
+    assert bench.main(argv + ["--methods", "sdpa,course", "--out", str(tmp_path)]) == 0
+    assert "graphs: each call replays a CUDA graph" in capsys.readouterr().out
+    meta = json.loads((tmp_path / "bench.json").read_text())
+    assert "graphs" in meta["conventions"] and len(meta["rows"]) == 2 * 2 * 2
+    assert all(r["label"].endswith(", CUDA graph") and r["status"] == "ok" for r in meta["rows"])

@@ -101,6 +101,7 @@ class FakeKernel:
 
 
 MILLISECONDS = {32: 3.0, 64: 1.0, 128: 2.0}  # the fake kernel's time by BLOCK_M
+ONE_TUNING = 2 * len(MILLISECONDS)  # timings in one tuning: each config in order, then in reverse order
 
 
 @pytest.fixture
@@ -112,6 +113,7 @@ def bench(monkeypatch, tmp_path):
     monkeypatch.setattr(tuning, "device_name", lambda: "Fake GPU")
     monkeypatch.setattr(FakeKernel, "launches", [])
     timed, failing = [], set()
+    gpu = types.SimpleNamespace(timed=timed, failing=failing, folder=tmp_path, drift=0.0)
 
     def do_bench(fn, **options):
         fn()
@@ -119,14 +121,14 @@ def bench(monkeypatch, tmp_path):
         timed.append(block_m)
         if block_m in failing:
             raise triton.runtime.errors.OutOfResources(1, 0, "shared memory")
-        return MILLISECONDS[block_m]
+        return MILLISECONDS[block_m] + gpu.drift * (len(timed) - 1)  # a clock that slows down as it heats
 
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
-    return types.SimpleNamespace(timed=timed, failing=failing, folder=tmp_path)
+    return gpu
 
 
-def tuned(kernel=None, prune=lambda configs, named, **kw: configs):
-    configs = [triton.Config({"BLOCK_M": m}, num_warps=4, num_stages=3) for m in MILLISECONDS]
+def tuned(kernel=None, prune=lambda configs, named, **kw: configs, blocks=tuple(MILLISECONDS)):
+    configs = [triton.Config({"BLOCK_M": m}, num_warps=4, num_stages=3) for m in blocks]
     return tuning.autotune(configs, key=["N", "HEAD_DIM"], prune=prune)(kernel or FakeKernel())
 
 
@@ -137,29 +139,44 @@ def launch(tuner, N, dtype=torch.float16):
 
 
 def test_buckets_round_up_to_powers_of_two_up_to_the_longest():
-    lengths = (1, 2, 17, 100, 128, 129, 1000, 4096, 5000, 16384)
-    assert [tuning.bucket(n) for n in lengths] == [1, 2, 32, 128, 128, 256, 1024, 4096, 4096, 4096]
+    lengths = (1, 2, 17, 100, 128, 129, 1000, 4096, 5000, 16384, 65536)
+    assert [tuning.bucket(n) for n in lengths] == [1, 2, 32, 128, 128, 256, 1024, 4096, 8192, 8192, 8192]
     assert tuning.bucket(True) is True and tuning.bucket(torch.float16) is torch.float16
+
+
+def test_a_grader_that_times_kernels_tunes_every_long_sequence_once_in_one_pass(bench, monkeypatch):
+    monkeypatch.setenv(tuning.COARSE, "1")
+    assert [tuning.bucket(n) for n in (1000, 4096, 8192, 16384)] == [1024, 4096, 4096, 4096]
+    tuner = tuned()
+    assert launch(tuner, 4096)[1] == 64 and bench.timed == [32, 64, 128]
+    launch(tuner, 16384)
+    assert len(bench.timed) == 3
 
 
 def test_tunes_once_per_bucket_and_launches_the_fastest(bench):
     tuner = tuned()
     assert launch(tuner, 100) == (2, 64, 4)  # grid from the winner's BLOCK_M; its num_warps passed on
-    assert sorted(bench.timed) == [32, 64, 128] and sorted(tuner.kernel.compiled) == [32, 64, 128]
+    assert sorted(bench.timed) == [32, 32, 64, 64, 128, 128] and sorted(tuner.kernel.compiled) == [32, 64, 128]
     assert launch(tuner, 120) == (2, 64, 4) and launch(tuner, 100) == (2, 64, 4)
-    assert len(bench.timed) == 3  # same bucket: no new timing
-    launch(tuner, 8192), launch(tuner, 16384)
-    assert len(bench.timed) == 6  # one tuning for every long sequence
+    assert len(bench.timed) == ONE_TUNING  # same bucket: no new timing
+    launch(tuner, 4096), launch(tuner, 8192), launch(tuner, 16384), launch(tuner, 65536)
+    assert len(bench.timed) == 3 * ONE_TUNING  # a tuning for 4096, one for 8192 and beyond
     launch(tuner, 100, torch.bfloat16)
-    assert len(bench.timed) == 9  # another dtype is another key
+    assert len(bench.timed) == 4 * ONE_TUNING  # another dtype is another key
+
+
+def test_a_clock_that_drifts_during_the_tuning_does_not_favour_the_configs_timed_first(bench):
+    bench.drift = 1.5  # ms added to every timing after the first: 128 timed first looks fastest in one pass
+    assert launch(tuned(blocks=(128, 64)), 100)[1] == 64
+    assert bench.timed == [128, 64, 64, 128]
 
 
 def test_winners_are_kept_for_the_next_process(bench):
     launch(tuned(), 100)
     again = tuned()  # a new process: nothing in memory, the file on disk
-    assert launch(again, 100)[1] == 64 and len(bench.timed) == 3
+    assert launch(again, 100)[1] == 64 and len(bench.timed) == ONE_TUNING
     launch(again, 1000)
-    assert len(bench.timed) == 6  # a key never tuned is tuned
+    assert len(bench.timed) == 2 * ONE_TUNING  # a key never tuned is tuned
 
 
 @pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"KEY": 7}', '{"KEY": "0"}', '{"KEY": -1}'])
@@ -168,13 +185,13 @@ def test_a_damaged_or_forged_file_only_costs_a_new_tuning(bench, content):
     (saved,) = (bench.folder / "course-tuning").iterdir()
     key = next(iter(json.loads(saved.read_text())))
     saved.write_text(content.replace("KEY", key.replace('"', '\\"')))
-    assert launch(tuned(), 100)[1] == 64 and len(bench.timed) == 6
+    assert launch(tuned(), 100)[1] == 64 and len(bench.timed) == 2 * ONE_TUNING
 
 
 def test_a_saved_winner_the_pruner_now_refuses_is_tuned_again(bench):
     launch(tuned(), 100)  # 64 wins and is saved; the next process prunes it away (say, it does not fit)
     assert launch(tuned(prune=lambda configs, named, **kw: configs[::2]), 100)[1] == 128
-    assert len(bench.timed) == 5
+    assert len(bench.timed) == ONE_TUNING + 4  # two candidates left, each timed twice
 
 
 def test_a_config_that_does_not_compile_is_never_chosen(bench):
@@ -202,3 +219,13 @@ def test_a_course_kernel_runs_through_the_tuner(gpu, monkeypatch):
     expected, expected_lse = reference.attention(q, k, v, causal=True, sm_scale=0.25)
     torch.testing.assert_close(o.double(), expected, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(lse.double(), expected_lse, atol=1e-4, rtol=1e-4)
+
+
+def test_a_key_first_met_during_a_cuda_graph_capture_is_refused_with_the_remedy(bench, monkeypatch):
+    tuner = tuned()
+    launch(tuner, 100)  # tuned before the capture: launches in a capture are fine
+    monkeypatch.setattr(tuning, "capturing", lambda: True)
+    assert launch(tuner, 100)[1] == 64
+    with pytest.raises(RuntimeError, match="call it once with inputs of this shape before the capture"):
+        launch(tuner, 1000)
+    assert len(bench.timed) == ONE_TUNING  # nothing was timed inside the capture
