@@ -16,6 +16,8 @@ on GPUs needs it to:
     tuning costs about one compilation instead of one per config;
   - the winners are saved next to the compiled kernels (TRITON_CACHE_DIR): the next process that
     runs the same kernel on the same GPU launches the winner without timing anything again;
+  - a grader that times kernels (COURSE_COARSE_TUNING=1) tunes coarsely: one pass, and one bucket
+    for every N >= COARSE_LONGEST_BUCKET, its winners kept apart from the others;
   - a call whose key is tuned costs one dictionary lookup on top of Triton's own launch, and can be
     captured in a CUDA graph (a key first met during a capture is refused with a clear error).
 The kernel must be safe to run several times on the same arguments (tuning times it on them).
@@ -137,7 +139,7 @@ class Autotuned:
         import triton
 
         cache = os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
-        what = [self.kernel.cache_key, triton.__version__, device_name(), *map(str, self.configs)]
+        what = [self.kernel.cache_key, triton.__version__, device_name(), coarse(), *map(str, self.configs)]
         return Path(cache) / "course-tuning" / f"{hashlib.sha256(repr(what).encode()).hexdigest()}.json"
 
     def _load(self) -> dict:

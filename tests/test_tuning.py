@@ -151,6 +151,9 @@ def test_a_grader_that_times_kernels_tunes_every_long_sequence_once_in_one_pass(
     assert launch(tuner, 4096)[1] == 64 and bench.timed == [32, 64, 128]
     launch(tuner, 16384)
     assert len(bench.timed) == 3
+    monkeypatch.delenv(tuning.COARSE)
+    launch(tuned(), 4096)  # a coarse winner is not taken for a full tuning's
+    assert len(bench.timed) == 3 + ONE_TUNING
 
 
 def test_tunes_once_per_bucket_and_launches_the_fastest(bench):
