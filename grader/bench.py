@@ -150,6 +150,8 @@ def capture(fn):
     extra GPU memory, in MiB, of one call made as the graph makes it."""
     import torch
 
+    from common.harness import PeakMemory
+
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -157,12 +159,11 @@ def capture(fn):
             fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    baseline = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
+    memory = PeakMemory.start()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph, (torch.cuda.max_memory_allocated() - baseline) / 2**20
+    return graph, memory.extra() / 2**20
 
 
 def graphed(make, peaks, capture=capture):
