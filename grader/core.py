@@ -24,14 +24,16 @@ class Check:
     run: Callable
     description: str
     gpu_only: bool = False
+    timed: bool = False  # it times kernels: graders take turns on the GPU for it (grader.turns)
 
 
-def check(points: float, gpu_only: bool = False):
-    """Decorator: turn `fn(impl, ctx)` into a Check worth `points`; its docstring describes it."""
+def check(points: float, gpu_only: bool = False, timed: bool = False):
+    """Decorator: turn `fn(impl, ctx)` into a Check worth `points`; its docstring describes it.
+    A timed check runs on a GPU only."""
 
     def wrap(fn):
         description = (fn.__doc__ or fn.__name__).strip().splitlines()[0]
-        return Check(fn.__name__, points, fn, description, gpu_only)
+        return Check(fn.__name__, points, fn, description, gpu_only or timed, timed)
 
     return wrap
 

@@ -41,6 +41,7 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
         from grader.exercises import find
         from grader.loader import LocalImplementation
         from grader.report import exercise_report
+        from grader.turns import gpu_turn
 
         exercise = find(exercise_key)
         chk = next((c for c in exercise.checks if c.name == check_name), None)
@@ -51,7 +52,9 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
             )
         mode = env.setup()
         impl = LocalImplementation(namespace, "this notebook", exercise.kernels_only, siblings=_siblings(namespace))
-        result = run_check(chk, impl, Context(device=mode.device, seed=SEED))
+        ctx = Context(device=mode.device, seed=SEED)
+        with gpu_turn(chk, ctx):
+            result = run_check(chk, impl, ctx)
     print(exercise_report(exercise, [result]))
     if result.status == "needs a GPU":
         print("  In nbgrader this check scores 0 without a GPU: autograde on a GPU to grade it.")

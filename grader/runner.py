@@ -15,6 +15,7 @@ from grader.core import Context, Result, run_check
 from grader.loader import RemoteImplementation
 from grader.sandbox import ROOT, Sandbox, StudentProcess  # noqa: F401 - ROOT: where the course lives
 from grader.static import explain, violations
+from grader.turns import gpu_turn
 
 
 def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=None, compile_cache=None) -> list:
@@ -36,8 +37,9 @@ def grade_exercise(exercise, target: Path, seed: int, time_limit: float, only=No
     results = []
     try:
         for c in checks:
-            process.limit, process.deadline = time_limit, time.monotonic() + time_limit
-            result = run_check(c, impl, ctx)
+            with gpu_turn(c, ctx):  # before the clock starts: waiting for the GPU is not the student's time
+                process.limit, process.deadline = time_limit, time.monotonic() + time_limit
+                result = run_check(c, impl, ctx)
             _show_printed(exercise, c, process.printed())
             if "CUDA error" in result.message:  # a failed launch poisons the process's CUDA context
                 process.stop()
