@@ -24,7 +24,7 @@ class Check:
     run: Callable
     description: str
     gpu_only: bool = False
-    timed: bool = False  # it times kernels: graders take turns on the GPU for it (grader.turns)
+    timed: bool = False  # it times kernels: it has the GPU to itself among graders (grader.turns)
 
 
 def check(points: float, gpu_only: bool = False, timed: bool = False):

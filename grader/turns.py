@@ -1,13 +1,16 @@
-"""Graders take turns on a GPU for the checks that time kernels.
+"""Graders share a GPU, except during the checks that time kernels: those have it to themselves.
 
-Two graders timing kernels on one GPU at once slow each other down, and a check that compares two
-timings taken a second apart then fails an honest student: on an H200, two gradings of exercise 08
-side by side put the course's reference timing of the same kernel at 1.9 and 2.2 times the
-student's. So before a timed check (`@check(..., timed=True)`) every grader process on the machine
-(`make grade`, pytest, a notebook's test cell, the classroom's workers) takes an exclusive lock
-named after the GPU's UUID, and releases it when the check ends; the lock also ends with the
-process that holds it. Correctness checks still run side by side. Programs other than graders are
-not covered: the timed checks' messages say so.
+A timed check compares two timings taken a second apart, and any other work on the GPU in between
+fails an honest student: on an H200, while other gradings of exercise 08 ran on the same GPU, the
+course's reference timing of a kernel came out at 1.9 and 2.2 times the student's, and the
+student's at 3 times the reference's. So every grader process of the machine (`make grade`, pytest,
+a notebook's test cell, the classroom's workers) takes the GPU's lock, named after its UUID, before
+each check it runs there: shared for an ordinary check, so that these still run side by side;
+exclusive for a timed one (`@check(..., timed=True)`), which therefore starts once the checks
+running on the GPU have ended, and keeps new ones waiting until it ends. A second file, the queue,
+gives a waiting timed check precedence over checks that arrive after it. A lock ends with the check
+or with the process that holds it. Programs other than graders are not covered: the timed checks'
+messages say so.
 """
 
 import contextlib
@@ -18,16 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-WAIT_SECONDS = 600.0  # after this, time anyway: a stuck holder must not stop a whole class's grading
+WAIT_SECONDS = 600.0  # after this, run anyway: a stuck holder must not stop a whole class's grading
 
 
 @contextlib.contextmanager
 def gpu_turn(check, ctx, wait: float = WAIT_SECONDS):
-    """Hold this GPU's lock while `check` runs, if it times kernels on a GPU; otherwise do nothing."""
-    if not (check.timed and ctx.gpu):
+    """While `check` runs on a GPU, hold that GPU's lock: exclusive if it is timed, else shared."""
+    if not ctx.gpu:
         yield
         return
-    with turn(lock_path(_gpu_uuid()), wait):
+    with turn(lock_path(_gpu_uuid()), wait, exclusive=check.timed):
         yield
 
 
@@ -37,36 +40,81 @@ def lock_path(device: str) -> Path:
 
 
 @contextlib.contextmanager
-def turn(path: Path, wait: float, say=None):
-    """Hold the exclusive lock `path` (created if needed), waiting at most `wait` seconds for it.
+def turn(path: Path, wait: float, exclusive: bool, say=None):
+    """Hold the lock `path` (created if needed), exclusive or shared, waiting at most `wait` seconds.
 
-    What a waiting grader prints goes to `say` (stderr by default: never into a report)."""
+    A grader that has to wait says so through `say` (stderr by default: never into a report)."""
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    waiting = _once(
+        lambda: say(
+            "waiting for the GPU: other graders are running checks on it, and a timed check needs it to itself"
+            if exclusive
+            else "waiting for the GPU: another grader is timing kernels on it"
+        )
+    )
+    deadline = time.monotonic() + wait
+    with _opened(path, say) as lock, _opened(path.with_suffix(".queue"), say) as queue:
+        if lock is None or queue is None:
+            yield
+            return
+        # The queue is held, briefly, by every arrival; a timed check keeps it while it waits, so
+        # that checks arriving after it wait behind it instead of overtaking it.
+        acquired = _acquire(queue, fcntl.LOCK_EX, deadline, waiting)
+        try:
+            acquired = _acquire(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline, waiting) and acquired
+        finally:
+            fcntl.flock(queue, fcntl.LOCK_UN)
+        if not acquired:
+            say(f"waited {wait:.0f} s for the GPU's lock {path}: going on anyway")
+        yield
+
+
+@contextlib.contextmanager
+def _opened(path: Path, say):
+    """A read-only descriptor of `path` (enough to lock it, for any user), or None if it cannot be
+    opened; closing it releases its lock."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # read-only is enough to lock, for any user
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o644)  # readable by every user whatever the umask (only its creator may)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError as exc:
-        say(f"timing without waiting for other graders: cannot open the GPU's lock {path} ({exc.strerror})")
-        yield
+        say(f"running without waiting for other graders: cannot open the GPU's lock {path} ({exc.strerror})")
+        yield None
         return
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o644)  # readable by every user whatever the umask (only its creator may)
     try:
-        if not _try_lock(fd):
-            say(f"waiting for the GPU: another grader is timing kernels on it (lock {path})")
-            deadline = time.monotonic() + wait
-            while not _try_lock(fd):
-                if time.monotonic() > deadline:
-                    say(f"waited {wait:.0f} s for the GPU's lock {path}: timing anyway")
-                    break
-                time.sleep(0.2)
-        yield
+        yield fd
     finally:
-        os.close(fd)  # closing the file releases the lock
+        os.close(fd)
 
 
-def _try_lock(fd: int) -> bool:
+def _acquire(fd: int, mode: int, deadline: float, waiting) -> bool:
+    """Lock `fd` in `mode`, polling until `deadline`; False if the deadline passed first. After a
+    second of waiting it calls `waiting()` (a moment's wait is another arrival passing the queue)."""
+    start = time.monotonic()
+    while not _try_lock(fd, mode):
+        now = time.monotonic()
+        if now > deadline:
+            return False
+        if now - start > 1.0:
+            waiting()
+        time.sleep(0.05)
+    return True
+
+
+def _once(fn):
+    """A function that calls `fn` the first time it is called, and does nothing after."""
+    calls = []
+
+    def call():
+        if not calls:
+            calls.append(fn())
+
+    return call
+
+
+def _try_lock(fd: int, mode: int) -> bool:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
         return True
     except BlockingIOError:
         return False

@@ -1,5 +1,6 @@
-"""Graders take turns on a GPU for timed checks (grader.turns): a second grader waits, a stuck one
-only delays the others, and waiting is not counted against the student's time limit."""
+"""Graders share a GPU except during timed checks (grader.turns): a timed check waits for the
+checks running there and holds back new ones, a timed check waiting is not overtaken, a stuck
+holder only delays the others, and waiting is not counted against the student's time limit."""
 
 import contextlib
 import subprocess
@@ -17,71 +18,104 @@ from grader.runner import ROOT, grade_exercise
 from grader.turns import gpu_turn, turn
 
 
-def _holder(path, seconds, tmp_path):
-    """Another grader's process: takes the lock, says so in a file, holds it `seconds`."""
-    flag = tmp_path / "held"
-    code = textwrap.dedent(f"""
-        import pathlib, time
-        from grader.turns import turn
-        with turn(pathlib.Path({str(path)!r}), 60):
-            pathlib.Path({str(flag)!r}).write_text("held")
-            time.sleep({seconds})
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while not flag.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the holder never took the lock"
-        time.sleep(0.05)
-    return proc
+class Grader:
+    """Another grader's process: takes the lock (exclusive for a timed check), holds it `seconds`,
+    and writes when it got it and when it let go."""
+
+    def __init__(self, path, tmp_path, name, exclusive, seconds):
+        self.got, self.left = tmp_path / f"{name}.got", tmp_path / f"{name}.left"
+        code = textwrap.dedent(f"""
+            import pathlib, time
+            from grader.turns import turn
+            with turn(pathlib.Path({str(path)!r}), 60, exclusive={exclusive}, say=lambda text: None):
+                pathlib.Path({str(self.got)!r}).write_text(repr(time.time()))
+                time.sleep({seconds})
+            pathlib.Path({str(self.left)!r}).write_text(repr(time.time()))
+        """)
+        self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+
+    def wait_until(self, flag, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while not flag.exists():
+            assert self.proc.poll() is None and time.monotonic() < deadline, f"{flag.name} never happened"
+            time.sleep(0.02)
+        return float(flag.read_text())
+
+    def done(self):
+        self.proc.wait(60)
+        return float(self.got.read_text()), float(self.left.read_text())
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
 
 
-def test_a_second_grader_waits_for_the_first(tmp_path):
-    path = tmp_path / "gpu.lock"
-    holder = _holder(path, 2.0, tmp_path)
+def test_a_timed_check_waits_for_the_checks_running_and_then_runs_alone(tmp_path):
+    lock = tmp_path / "gpu.lock"
+    ordinary = Grader(lock, tmp_path, "ordinary", exclusive=False, seconds=2.0)
+    ordinary.wait_until(ordinary.got)
     said = []
-    start = time.monotonic()
-    with turn(path, wait=60, say=said.append):
-        waited = time.monotonic() - start
-        assert holder.poll() is not None, "the lock was granted while the other grader still held it"
-    holder.wait()
-    assert waited > 1.0
-    assert said and "another grader is timing kernels" in said[0]
+    with turn(lock, 60, exclusive=True, say=said.append):
+        started = time.time()
+    assert started >= ordinary.done()[1], "the timed check started while another check still ran"
+    assert said == ["waiting for the GPU: other graders are running checks on it, and a timed check needs it to itself"]
+
+
+def test_ordinary_checks_run_side_by_side_and_wait_for_a_timed_one(tmp_path):
+    lock = tmp_path / "gpu.lock"
+    said = []
+    with turn(lock, 60, exclusive=False, say=said.append):
+        with turn(lock, 60, exclusive=False, say=said.append):  # a second grader: shares at once
+            pass
+    assert said == []
+    timed = Grader(lock, tmp_path, "timed", exclusive=True, seconds=2.0)
+    timed.wait_until(timed.got)
+    with turn(lock, 60, exclusive=False, say=said.append):
+        started = time.time()
+    assert started >= timed.done()[1], "a check ran on the GPU while a timed check held it"
+    assert said == ["waiting for the GPU: another grader is timing kernels on it"]
+
+
+def test_a_waiting_timed_check_is_not_overtaken(tmp_path):
+    lock = tmp_path / "gpu.lock"
+    first = Grader(lock, tmp_path, "first", exclusive=False, seconds=2.0)
+    first.wait_until(first.got)
+    timed = Grader(lock, tmp_path, "timed", exclusive=True, seconds=1.0)
+    time.sleep(0.5)  # the timed check is now waiting for `first`
+    with turn(lock, 60, exclusive=False, say=lambda text: None):  # arrives after the timed check
+        started = time.time()
+    timed_got, timed_left = timed.done()
+    assert first.done()[1] <= timed_got, "the timed check started before the running check ended"
+    assert started >= timed_left, "a check that arrived later overtook the waiting timed check"
 
 
 def test_a_stuck_holder_delays_grading_but_does_not_stop_it(tmp_path):
-    path = tmp_path / "gpu.lock"
-    holder = _holder(path, 60, tmp_path)
+    lock = tmp_path / "gpu.lock"
+    stuck = Grader(lock, tmp_path, "stuck", exclusive=True, seconds=60)
     said = []
     try:
+        stuck.wait_until(stuck.got)
         start = time.monotonic()
-        with turn(path, wait=0.5, say=said.append):
+        with turn(lock, 1.5, exclusive=False, say=said.append):
             waited = time.monotonic() - start
     finally:
-        holder.kill()
-        holder.wait()
-    assert 0.5 <= waited < 10
-    assert "timing anyway" in said[-1]
-
-
-def test_a_free_gpu_is_taken_without_a_word(tmp_path):
-    said = []
-    with turn(tmp_path / "gpu.lock", wait=60, say=said.append):
-        pass
-    with turn(tmp_path / "gpu.lock", wait=60, say=said.append):  # released on leaving
-        pass
-    assert said == []
+        stuck.kill()
+    assert 1.5 <= waited < 10
+    assert said[-1].startswith("waited 2 s for the GPU's lock") and said[-1].endswith("going on anyway")
 
 
 @pytest.mark.parametrize("timed", [True, False])
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_only_timed_checks_on_a_gpu_take_turns(monkeypatch, timed, device):
+def test_every_check_on_a_gpu_takes_its_turn_and_only_timed_ones_alone(monkeypatch, timed, device):
     taken = []
     monkeypatch.setattr(grader.turns, "_gpu_uuid", lambda: "GPU-fake")
-    monkeypatch.setattr(grader.turns, "turn", lambda path, wait: contextlib.nullcontext(taken.append(path.name)))
+    monkeypatch.setattr(
+        grader.turns, "turn", lambda path, wait, exclusive: contextlib.nullcontext(taken.append((path.name, exclusive)))
+    )
     chk = next(c for c in find("08").checks if c.timed == timed)
     with gpu_turn(chk, Context(device, 1)):
         pass
-    assert taken == (["flash-attention-course-gpu-GPU-fake.lock"] if timed and device == "cuda" else [])
+    assert taken == ([("flash-attention-course-gpu-GPU-fake.lock", timed)] if device == "cuda" else [])
 
 
 def test_the_timed_checks_are_those_that_compare_two_timings():

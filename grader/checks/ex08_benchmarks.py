@@ -37,7 +37,7 @@ PERF_SHAPE = {"B": 4, "H": 32, "N": 4096, "d": 64, "causal": False, "dtype": "fl
 # Timed by the student's measure: long enough calls (5 ms and more) that the host's launch overhead,
 # which a host clock counts and CUDA events partly hide, stays far below the 10% allowed.
 TIMING_SHAPE = PERF_SHAPE | {"N": 8192}
-# Graders take turns on the GPU for the timed checks (grader.turns); other programs on it still skew them.
+# Timed checks have the GPU to themselves among graders (grader.turns); other programs on it still skew them.
 SHARED_GPU = (
     "If another program used this GPU meanwhile (nvidia-smi lists them), it slowed one of the two "
     "timings: grade again when the GPU is idle."
