@@ -19,7 +19,9 @@ on GPUs needs it to:
   - a grader that times kernels (COURSE_COARSE_TUNING=1) tunes coarsely: one pass, and one bucket
     for every N >= COARSE_LONGEST_BUCKET, its winners kept apart from the others;
   - a call whose key is tuned costs one dictionary lookup on top of Triton's own launch, and can be
-    captured in a CUDA graph (a key first met during a capture is refused with a clear error).
+    captured in a CUDA graph (a key first met during a capture is refused with a clear error);
+  - TRITON_PRINT_AUTOTUNING=1 (the switch of Triton's own autotuner) prints what each tuning timed
+    and which config it chose.
 The kernel must be safe to run several times on the same arguments (tuning times it on them).
 """
 
@@ -27,6 +29,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,6 +37,7 @@ import torch
 
 ONE_CONFIG = "COURSE_ONE_CONFIG"  # "1" while a grader checks correctness: try one config, not the fastest
 COARSE = "COURSE_COARSE_TUNING"  # "1" while a grader times kernels: fewer buckets, one timing pass
+PRINT = "TRITON_PRINT_AUTOTUNING"  # "1": print each tuning's timings and winner on stderr
 LONGEST_BUCKET = 8192
 COARSE_LONGEST_BUCKET = 4096
 
@@ -106,21 +110,24 @@ class Autotuned:
                 "before the capture (the tuner times its configs then), as torch's docs advise for any warm-up"
             )
         _compile_all(self.kernel, candidates, grid, args, kwargs)
-        times = self._time_all(candidates, grid, args, kwargs)
+        passes = self._time_all(candidates, grid, args, kwargs)
+        times = [sum(ms) / len(ms) for ms in passes]
         winner = candidates[times.index(min(times))]
+        if os.environ.get(PRINT) == "1":
+            _report(self.kernel, dict(zip(self.key, key)), candidates, passes, winner)
         if winner in self.configs:
             self._save(repr(key), self.configs.index(winner))
         return winner
 
     def _time_all(self, candidates, grid, args, kwargs) -> list:
-        """Each candidate's time: the mean of two medians, one timed in order and one in reverse order.
+        """Each candidate's timings: two medians, one timed in order and one in reverse order.
         A grader that times kernels (COURSE_COARSE_TUNING=1) takes the first pass only: its checks
         compare a kernel with itself, so a winner a few percent off costs nothing there."""
         in_order = [self._time(c, grid, args, kwargs) for c in candidates]
         if coarse():
-            return in_order
+            return [[ms] for ms in in_order]
         reversed_order = [self._time(c, grid, args, kwargs) for c in reversed(candidates)][::-1]
-        return [(a + b) / 2 for a, b in zip(in_order, reversed_order)]
+        return [[a, b] for a, b in zip(in_order, reversed_order)]
 
     def _time(self, config, grid, args, kwargs) -> float:
         """Median milliseconds of the kernel with `config`; infinite if it does not compile here."""
@@ -162,6 +169,17 @@ class Autotuned:
             partial.replace(path)
         except OSError:
             pass  # a read-only cache only means tuning again in the next process
+
+
+def _report(kernel, key: dict, candidates, passes, winner) -> None:
+    """What a tuning timed, on stderr (TRITON_PRINT_AUTOTUNING=1, the switch of Triton's own autotuner)."""
+    what = ", ".join(f"{name}={value}" for name, value in key.items())
+    order = "in order, then in reverse order" if len(passes[0]) == 2 else "in order"
+    lines = [f"course tuner: {getattr(kernel, '__name__', 'kernel')} for {what}, ms timed {order}:"]
+    for config, ms in zip(candidates, passes):
+        mark = "  <- chosen" if config is winner else ""
+        lines.append(f"  {config}: {' '.join(f'{t:.4f}' for t in ms)}{mark}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
 
 
 def coarse() -> bool:

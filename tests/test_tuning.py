@@ -174,6 +174,18 @@ def test_a_clock_that_drifts_during_the_tuning_does_not_favour_the_configs_timed
     assert bench.timed == [128, 64, 64, 128]
 
 
+def test_triton_print_autotuning_shows_what_a_tuning_timed(bench, monkeypatch, capsys):
+    launch(tuned(), 100)
+    assert capsys.readouterr().err == ""  # silent unless asked
+    monkeypatch.setenv(tuning.PRINT, "1")
+    launch(tuned(), 1000)
+    header, *rows = capsys.readouterr().err.splitlines()
+    assert len(rows) == 3
+    assert header.startswith("course tuner: ") and "N=1024, HEAD_DIM=64" in header and "reverse order" in header
+    assert [row.startswith(f"  BLOCK_M: {m}, num_warps: 4") for m, row in zip((32, 64, 128), rows)] == [True] * 3
+    assert [row.endswith("1.0000 1.0000  <- chosen") for row in rows] == [False, True, False]
+
+
 def test_winners_are_kept_for_the_next_process(bench):
     launch(tuned(), 100)
     again = tuned()  # a new process: nothing in memory, the file on disk
