@@ -20,7 +20,7 @@ from grader.turns import gpu_turn, turn
 
 class Grader:
     """Another grader's process: takes the lock (exclusive for a timed check), holds it `seconds`,
-    and writes when it got it and when it let go."""
+    and writes when it got it and when it was about to let go."""
 
     def __init__(self, path, tmp_path, name, exclusive, seconds):
         self.got, self.left = tmp_path / f"{name}.got", tmp_path / f"{name}.left"
@@ -30,7 +30,7 @@ class Grader:
             with turn(pathlib.Path({str(path)!r}), 60, exclusive={exclusive}, say=lambda text: None):
                 pathlib.Path({str(self.got)!r}).write_text(repr(time.time()))
                 time.sleep({seconds})
-            pathlib.Path({str(self.left)!r}).write_text(repr(time.time()))
+                pathlib.Path({str(self.left)!r}).write_text(repr(time.time()))  # just before letting go
         """)
         self.proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
 
@@ -50,30 +50,32 @@ class Grader:
         self.proc.wait()
 
 
-def test_a_timed_check_waits_for_the_checks_running_and_then_runs_alone(tmp_path):
+WAITING_FOR_TIMED = "waiting for the GPU: another grader is timing kernels on it"
+WAITING_TO_TIME = "waiting for the GPU: other graders are running checks on it, and a timed check needs it to itself"
+
+
+@pytest.mark.parametrize(
+    "held_by_timed, mine_timed, message",
+    [(False, True, WAITING_TO_TIME), (True, False, WAITING_FOR_TIMED), (True, True, WAITING_TO_TIME)],
+    ids=["timed after ordinary", "ordinary after timed", "timed after timed"],
+)
+def test_a_timed_check_never_shares_the_gpu(tmp_path, held_by_timed, mine_timed, message):
     lock = tmp_path / "gpu.lock"
-    ordinary = Grader(lock, tmp_path, "ordinary", exclusive=False, seconds=2.0)
-    ordinary.wait_until(ordinary.got)
+    other = Grader(lock, tmp_path, "other", exclusive=held_by_timed, seconds=2.0)
+    other.wait_until(other.got)
     said = []
-    with turn(lock, 60, exclusive=True, say=said.append):
+    with turn(lock, 60, exclusive=mine_timed, say=said.append):
         started = time.time()
-    assert started >= ordinary.done()[1], "the timed check started while another check still ran"
-    assert said == ["waiting for the GPU: other graders are running checks on it, and a timed check needs it to itself"]
+    assert started >= other.done()[1], "two checks ran on the GPU at once, one of them timed"
+    assert said == [message]
 
 
-def test_ordinary_checks_run_side_by_side_and_wait_for_a_timed_one(tmp_path):
-    lock = tmp_path / "gpu.lock"
+def test_ordinary_checks_share_the_gpu_at_once(tmp_path):
     said = []
-    with turn(lock, 60, exclusive=False, say=said.append):
-        with turn(lock, 60, exclusive=False, say=said.append):  # a second grader: shares at once
+    with turn(tmp_path / "gpu.lock", 60, exclusive=False, say=said.append):
+        with turn(tmp_path / "gpu.lock", 60, exclusive=False, say=said.append):  # a second grader
             pass
     assert said == []
-    timed = Grader(lock, tmp_path, "timed", exclusive=True, seconds=2.0)
-    timed.wait_until(timed.got)
-    with turn(lock, 60, exclusive=False, say=said.append):
-        started = time.time()
-    assert started >= timed.done()[1], "a check ran on the GPU while a timed check held it"
-    assert said == ["waiting for the GPU: another grader is timing kernels on it"]
 
 
 def test_a_waiting_timed_check_is_not_overtaken(tmp_path):
