@@ -16,8 +16,6 @@ on GPUs needs it to:
     tuning costs about one compilation instead of one per config;
   - the winners are saved next to the compiled kernels (TRITON_CACHE_DIR): the next process that
     runs the same kernel on the same GPU launches the winner without timing anything again;
-  - a grader that times kernels (COURSE_COARSE_TUNING=1) tunes coarsely: one pass, and one bucket
-    for every N >= COARSE_LONGEST_BUCKET, its winners kept apart from the others;
   - a call whose key is tuned costs one dictionary lookup on top of Triton's own launch, and can be
     captured in a CUDA graph (a key first met during a capture is refused with a clear error);
   - TRITON_PRINT_AUTOTUNING=1 (the switch of Triton's own autotuner) prints what each tuning timed
@@ -25,6 +23,7 @@ on GPUs needs it to:
 The kernel must be safe to run several times on the same arguments (tuning times it on them).
 """
 
+import contextlib
 import hashlib
 import json
 import math
@@ -35,11 +34,9 @@ from pathlib import Path
 
 import torch
 
-ONE_CONFIG = "COURSE_ONE_CONFIG"  # "1" while a grader checks correctness: try one config, not the fastest
-COARSE = "COURSE_COARSE_TUNING"  # "1" while a grader times kernels: fewer buckets, one timing pass
+ONE_CONFIG = "COURSE_ONE_CONFIG"  # "1" in a grader: run one config, tune nothing
 PRINT = "TRITON_PRINT_AUTOTUNING"  # "1": print each tuning's timings and winner on stderr
 LONGEST_BUCKET = 8192
-COARSE_LONGEST_BUCKET = 4096
 
 
 def autotune(configs, key, prune):
@@ -47,20 +44,18 @@ def autotune(configs, key, prune):
     arguments named in `key` (bucketed) and of the first argument's dtype. `prune(configs, named_args,
     **kwargs)` chooses the configs worth trying for a call (e.g. `shared_memory_pruner`).
 
-    When the grader checks correctness it sets COURSE_ONE_CONFIG=1: then only the first config left
-    after pruning is used, so each kernel compiles once per shape class instead of once per config,
-    and no time goes into timing configs that would all give the same answer."""
+    A grader sets COURSE_ONE_CONFIG=1 (see `one_config`): then only the first config left after
+    pruning is used, so each kernel compiles once per shape class instead of once per config, and no
+    time goes into timing configs. Correctness does not depend on the config, and the checks that time
+    kernels (exercise 08) compare a kernel with itself, or with the solution run the same way."""
     return lambda kernel: Autotuned(kernel, configs, key, prune)
 
 
 def bucket(value):
-    """A key value as tuned: an integer rounded up to a power of two, at most LONGEST_BUCKET (at most
-    COARSE_LONGEST_BUCKET in a grader that times kernels: one tuning for every long N is enough for
-    checks that compare a kernel with itself, and grading spends its time checking, not tuning)."""
+    """A key value as tuned: an integer rounded up to a power of two, at most LONGEST_BUCKET."""
     if isinstance(value, bool) or not isinstance(value, int):
         return value
-    longest = COARSE_LONGEST_BUCKET if coarse() else LONGEST_BUCKET
-    return min(1 << max(value - 1, 0).bit_length(), longest)
+    return min(1 << max(value - 1, 0).bit_length(), LONGEST_BUCKET)
 
 
 class Autotuned:
@@ -70,7 +65,7 @@ class Autotuned:
         self.key = tuple(key)
         self.early_config_prune = prune  # triton.autotune's name for it
         self.positions = {name: kernel.arg_names.index(name) for name in self.key}
-        self.tuned = {}  # bucketed key -> (config, its launch arguments)
+        self.tuned = {}  # (bucketed key, first config only?) -> (config, its launch arguments)
         self.seen = {}  # the same, by the exact key values of a call: a launch looks up only this
         self._saved = None  # the winners read from disk, by key, as indices into configs
 
@@ -80,15 +75,17 @@ class Autotuned:
     def run(self, grid, args, kwargs):
         """Launch with the config tuned for this call's key values and the first argument's dtype."""
         values = tuple(kwargs[k] if k in kwargs else args[i] for k, i in self.positions.items())
-        exact = values + (args[0].dtype,)
+        # A grader's untuned choice is kept apart: the same process may tune the key later.
+        first_only = os.environ.get(ONE_CONFIG) == "1"
+        exact = values + (args[0].dtype, first_only)
         best = self.seen.get(exact)
         if best is None:
             key = tuple(map(bucket, values)) + (str(args[0].dtype),)
-            best = self.tuned.get(key)
+            best = self.tuned.get((key, first_only))
             if best is None:
                 named = dict(zip(self.kernel.arg_names, args), **kwargs)
-                config = self._choose(key, grid, args, kwargs, named)
-                best = self.tuned[key] = (config, config.all_kwargs())
+                config = self._choose(key, grid, args, kwargs, named, first_only)
+                best = self.tuned[key, first_only] = (config, config.all_kwargs())
             self.seen[exact] = best
         return self._launch(best[1], grid, args, kwargs)
 
@@ -96,9 +93,9 @@ class Autotuned:
         meta = kwargs | meta
         return self.kernel[_grid(grid, meta)](*args, **meta)
 
-    def _choose(self, key, grid, args, kwargs, named):
+    def _choose(self, key, grid, args, kwargs, named, first_only):
         candidates = self.early_config_prune(self.configs, named, **kwargs)
-        if os.environ.get(ONE_CONFIG) == "1" or len(candidates) == 1:
+        if first_only or len(candidates) == 1:
             return candidates[0]
         saved = self._load().get(repr(key))
         if isinstance(saved, int) and 0 <= saved < len(self.configs) and self.configs[saved] in candidates:
@@ -120,12 +117,8 @@ class Autotuned:
         return winner
 
     def _time_all(self, candidates, grid, args, kwargs) -> list:
-        """Each candidate's timings: two medians, one timed in order and one in reverse order.
-        A grader that times kernels (COURSE_COARSE_TUNING=1) takes the first pass only: its checks
-        compare a kernel with itself, so a winner a few percent off costs nothing there."""
+        """Each candidate's timings: two medians, one timed in order and one in reverse order."""
         in_order = [self._time(c, grid, args, kwargs) for c in candidates]
-        if coarse():
-            return [[ms] for ms in in_order]
         reversed_order = [self._time(c, grid, args, kwargs) for c in reversed(candidates)][::-1]
         return [[a, b] for a, b in zip(in_order, reversed_order)]
 
@@ -146,7 +139,7 @@ class Autotuned:
         import triton
 
         cache = os.environ.get("TRITON_CACHE_DIR") or str(Path.home() / ".triton" / "cache")
-        what = [self.kernel.cache_key, triton.__version__, device_name(), coarse(), *map(str, self.configs)]
+        what = [self.kernel.cache_key, triton.__version__, device_name(), *map(str, self.configs)]
         return Path(cache) / "course-tuning" / f"{hashlib.sha256(repr(what).encode()).hexdigest()}.json"
 
     def _load(self) -> dict:
@@ -174,17 +167,28 @@ class Autotuned:
 def _report(kernel, key: dict, candidates, passes, winner) -> None:
     """What a tuning timed, on stderr (TRITON_PRINT_AUTOTUNING=1, the switch of Triton's own autotuner)."""
     what = ", ".join(f"{name}={value}" for name, value in key.items())
-    order = "in order, then in reverse order" if len(passes[0]) == 2 else "in order"
-    lines = [f"course tuner: {getattr(kernel, '__name__', 'kernel')} for {what}, ms timed {order}:"]
+    name = getattr(kernel, "__name__", "kernel")
+    lines = [f"course tuner: {name} for {what}, ms timed in order, then in reverse order:"]
     for config, ms in zip(candidates, passes):
         mark = "  <- chosen" if config is winner else ""
         lines.append(f"  {config}: {' '.join(f'{t:.4f}' for t in ms)}{mark}")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
-def coarse() -> bool:
-    """True in a grader that times kernels: one tuning for every long N, each config timed once."""
-    return os.environ.get(COARSE) == "1"
+@contextlib.contextmanager
+def one_config():
+    """Within it, every tuned kernel runs the first config that fits, untimed, as the student's code
+    does in a grader (which sets COURSE_ONE_CONFIG=1 in its environment). Outside it, tuning is as
+    before: nothing chosen within it is taken for a tuned winner."""
+    before = os.environ.get(ONE_CONFIG)
+    os.environ[ONE_CONFIG] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[ONE_CONFIG]
+        else:
+            os.environ[ONE_CONFIG] = before
 
 
 def capturing() -> bool:

@@ -1,6 +1,6 @@
 """The course map, found rather than listed: every module grader/checks/ex<folder>.py is an
 exercise, graded on <folder>/<MODULE>.py, with its CHECKS and its description (TITLE, MODULE,
-FUNCTIONS and, where they differ from the defaults, KERNELS_ONLY, EXTRA_IMPORTS, TIMED)."""
+FUNCTIONS and, where they differ from the defaults, KERNELS_ONLY, EXTRA_IMPORTS)."""
 
 import importlib
 from dataclasses import dataclass
@@ -17,7 +17,6 @@ class Exercise:
     functions: tuple  # what the checks take from that module
     kernels_only: bool = True  # answers must be computed by Triton kernels (PyTorch ops outside them fail)
     extra_imports: tuple = ()  # modules graded code may import beyond grader.static.BASE_IMPORTS
-    timed: bool = False  # its checks time kernels: they are autotuned fully (else one config each, see common.tuning)
 
     @property
     def checks(self) -> list:
@@ -46,7 +45,6 @@ def _discover() -> tuple:
                 tuple(m.FUNCTIONS),
                 kernels_only=getattr(m, "KERNELS_ONLY", True),
                 extra_imports=tuple(getattr(m, "EXTRA_IMPORTS", ())),
-                timed=getattr(m, "TIMED", False),
             )
         )
     return tuple(exercises)

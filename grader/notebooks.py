@@ -25,6 +25,7 @@ from grader import ROOT
 from grader.skeletons import BEGIN
 
 SEED = 20261130  # checks in notebooks use fixed inputs, so a regrade gives the same score
+KERNEL_STARTS = 3  # tries to start a notebook's kernel (see with_kernel_restarts)
 CELL_TIMEOUT = 600  # seconds: a first Triton compile + autotune on a GPU, or the interpreter on a CPU
 
 
@@ -37,6 +38,7 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
     """
     with _stderr_to_stdout():
         from common import env
+        from common.tuning import one_config
         from grader.core import Context, run_check
         from grader.exercises import find
         from grader.loader import LocalImplementation
@@ -53,7 +55,7 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
         mode = env.setup()
         impl = LocalImplementation(namespace, "this notebook", exercise.kernels_only, siblings=_siblings(namespace))
         ctx = Context(device=mode.device, seed=SEED)
-        with gpu_turn(chk, ctx):
+        with gpu_turn(chk, ctx), one_config():  # as `make grade` runs kernels: one config, untuned
             result = run_check(chk, impl, ctx)
     print(exercise_report(exercise, [result]))
     if result.status == "needs a GPU":
@@ -288,7 +290,7 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT):
     from nbclient.exceptions import DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
+    client = lambda: NotebookClient(  # noqa: E731
         nb,
         timeout=timeout,
         kernel_name="python3",
@@ -296,10 +298,23 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT):
         resources={"metadata": {"path": str(Path(path).resolve().parent)}},
     )
     try:
-        client.execute(env=course_environment())
+        with_kernel_restarts(lambda: client().execute(env=course_environment()))
     except DeadKernelError as exc:
         return nb, f"the kernel died ({exc}): os._exit, a segfault or out of memory"
     return nb, None
+
+
+def with_kernel_restarts(run, starts: int = KERNEL_STARTS):
+    """run(), run again when its kernel died before running a cell. jupyter_client finds free ports,
+    frees them, and the kernel binds them later: kernels started at the same moment (a class's
+    notebooks executed side by side) can pick the same port, and one of them dies at once."""
+    for _ in range(starts - 1):
+        try:
+            return run()
+        except RuntimeError as exc:
+            if "died before replying to kernel_info" not in str(exc):
+                raise
+    return run()
 
 
 def main(argv=None) -> int:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from common import wire
-from common.tuning import COARSE, ONE_CONFIG
+from common.tuning import ONE_CONFIG
 from grader import ROOT, zygote
 from grader.core import MissingFunction, ProcessEnded, StudentCodeFailed, raised  # noqa: F401 - raised: for checks
 
@@ -321,10 +321,8 @@ class StudentProcess:
         }  # the sandbox user has no passwd entry: getpass asks these
         if self.sandbox.isolated:
             env["COURSE_SANDBOX_USER"] = "1"  # a user of its own: its process count can be capped
-        if self.device == "cuda" and not self.exercise.timed:
-            env[ONE_CONFIG] = "1"  # correctness only: one autotuning config per kernel, compiled once
-        elif self.device == "cuda":
-            env[COARSE] = "1"  # timing: tuned, with one tuning for every long N
+        if self.device == "cuda":
+            env[ONE_CONFIG] = "1"  # one autotuning config per kernel, compiled once and never timed
         return env
 
     def stop(self) -> None:

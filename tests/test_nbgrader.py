@@ -161,6 +161,32 @@ def test_execute_command_prints_each_test_cell(course):
     assert "03_online_softmax-long_rows: 3/3" in output and f"Total: {points:g}/{points:g}" in output
 
 
+def test_a_kernel_that_died_at_start_is_started_again():
+    """Kernels started side by side can collide on a port: the notebook runs again, a few times at
+    most; any other error is not retried."""
+    from grader.notebooks import KERNEL_STARTS, with_kernel_restarts
+
+    starts = []
+
+    def run(failures, error="Kernel died before replying to kernel_info"):
+        def start():
+            starts.append(1)
+            if len(starts) <= failures:
+                raise RuntimeError(error)
+            return "ran"
+
+        starts.clear()
+        return start
+
+    assert with_kernel_restarts(run(KERNEL_STARTS - 1)) == "ran" and len(starts) == KERNEL_STARTS
+    with pytest.raises(RuntimeError, match="kernel_info"):
+        with_kernel_restarts(run(KERNEL_STARTS))
+    assert len(starts) == KERNEL_STARTS
+    with pytest.raises(RuntimeError, match="something else"):
+        with_kernel_restarts(run(1, "something else"))
+    assert len(starts) == 1
+
+
 def test_clear_errors_before_release_and_without_submissions(tmp_path, course):
     status, output = _run("grader.nbgrader", "autograde", "--course", str(tmp_path))
     assert status != 0 and "-m grader.nbgrader release --course" in output

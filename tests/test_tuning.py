@@ -4,6 +4,7 @@ fit on an H200, an A100 and a T4; the tuner times each bucket of N once, keeps i
 launches one config without timing."""
 
 import json
+import os
 import types
 
 import pytest
@@ -144,18 +145,6 @@ def test_buckets_round_up_to_powers_of_two_up_to_the_longest():
     assert tuning.bucket(True) is True and tuning.bucket(torch.float16) is torch.float16
 
 
-def test_a_grader_that_times_kernels_tunes_every_long_sequence_once_in_one_pass(bench, monkeypatch):
-    monkeypatch.setenv(tuning.COARSE, "1")
-    assert [tuning.bucket(n) for n in (1000, 4096, 8192, 16384)] == [1024, 4096, 4096, 4096]
-    tuner = tuned()
-    assert launch(tuner, 4096)[1] == 64 and bench.timed == [32, 64, 128]
-    launch(tuner, 16384)
-    assert len(bench.timed) == 3
-    monkeypatch.delenv(tuning.COARSE)
-    launch(tuned(), 4096)  # a coarse winner is not taken for a full tuning's
-    assert len(bench.timed) == 3 + ONE_TUNING
-
-
 def test_tunes_once_per_bucket_and_launches_the_fastest(bench):
     tuner = tuned()
     assert launch(tuner, 100) == (2, 64, 4)  # grid from the winner's BLOCK_M; its num_warps passed on
@@ -218,6 +207,18 @@ def test_grading_launches_the_first_config_without_timing(bench, monkeypatch):
     monkeypatch.setenv(tuning.ONE_CONFIG, "1")
     assert launch(tuned(), 100)[1] == 32
     assert bench.timed == [] and not (bench.folder / "course-tuning").exists()
+
+
+def test_the_grader_runs_the_solution_as_the_student_code_runs(bench):
+    """one_config(): the grader's own kernels (08's speed check runs the solution) untuned, as a
+    student's; the environment is as before afterwards, and a kernel met outside it is tuned."""
+    tuner = tuned()
+    with tuning.one_config():
+        assert launch(tuner, 100)[1] == 32 and bench.timed == []
+    assert tuning.ONE_CONFIG not in os.environ
+    assert launch(tuner, 100)[1] == 64 and len(bench.timed) == ONE_TUNING
+    with tuning.one_config():
+        assert launch(tuner, 100)[1] == 32  # and back: the grader's choice again
 
 
 def test_a_course_kernel_runs_through_the_tuner(gpu, monkeypatch):

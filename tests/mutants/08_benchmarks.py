@@ -162,7 +162,7 @@ MUTANTS = [
         "        (128, 64, 8, 3),\n        (128, 64, 4, 4),\n        (128, 128, 8, 2),\n        (128, 128, 8, 3),\n",
         "        (16, 16, 4, 2),\n",
         fails=("forward_speed",),
-        says="128-row blocks",
+        says="smaller than the course",
         file="04_flash_forward/flash_forward.py",
     ),
 ]
