@@ -35,9 +35,11 @@ help:
 	@echo "For students:"
 	@echo "  make grade EX=01 [CHECK=name] [TARGET=solutions|<dir>] [SEED=n] [JSON=results.json] [FRESH=1]   grade exercises"
 	@echo "  make doctor        report the environment and known-broken version pairs"
-	@echo "  make bench [TARGET=solutions] [SHAPES=B,H,d ...] [SIZES=512,1024,...] [GRAPHS=1]   exercise 08's"
-	@echo "                     benchmark against naive PyTorch and SDPA: table, figures and CSV in results/bench"
-	@echo "                     (GPU; GRAPHS=1 replays CUDA graphs: the kernels without the host's launch cost)"
+	@echo "  make bench [TARGET=solutions] [SHAPES=B,H,d ...] [SIZES=512,1024,...] [GRAPHS=1] [AUTOGRAD_THREADS=0]"
+	@echo "                     exercise 08's benchmark against naive PyTorch and SDPA: table, figures and CSV"
+	@echo "                     in results/bench"
+	@echo "                     (GPU; GRAPHS=1 replays CUDA graphs: the kernels without the host's launch cost;"
+	@echo "                     AUTOGRAD_THREADS=0 runs each backward on the calling thread)"
 	@echo "  make test          the project's own tests (CPU, Triton interpreter)"
 	@echo "  (the first of these builds $(VENV) with the pinned packages of pyproject.toml)"
 	@echo ""
@@ -87,7 +89,7 @@ gradescope: $(SETUP)
 	$(PYTHON) -m grader.pack gradescope $(EX)
 
 bench: $(SETUP)
-	$(PYTHON) -m grader.bench --target $(TARGET) $(foreach s,$(SHAPES),--shape $(s)) $(if $(SIZES),--sizes $(SIZES)) $(if $(GRAPHS),--graphs)
+	$(PYTHON) -m grader.bench --target $(TARGET) $(foreach s,$(SHAPES),--shape $(s)) $(if $(SIZES),--sizes $(SIZES)) $(if $(GRAPHS),--graphs) $(if $(filter 0,$(AUTOGRAD_THREADS)),--no-autograd-threads)
 
 doctor: $(SETUP)
 	$(PYTHON) -m grader.doctor

@@ -9,6 +9,7 @@ configuration (latency, TFLOPS, peak extra memory against N), bench.csv and benc
     python -m grader.bench --target solutions                      # B4 H32 d64 fp16, N 512..16384
     python -m grader.bench --target exercises --shape 4,16,128 --sizes 1024,4096
     python -m grader.bench --target solutions --sizes 512,1024,2048 --graphs   # without launch costs
+    python -m grader.bench --sizes 1024,2048 --no-autograd-threads  # backward on the calling thread
     python -m grader.bench --simulate                              # anywhere: a simulated GPU
 
 FLOPs: forward 4*B*H*N^2*d, halved when causal; backward 2.5x the forward; fwd+bwd 3.5x.
@@ -39,6 +40,10 @@ CONVENTIONS = {
     "memory": "peak GPU memory allocated during one call (after warm-up) minus what was allocated before it "
     "(inputs excluded)",
 }
+NO_AUTOGRAD_THREADS_CONVENTION = (
+    "--no-autograd-threads: every method's backward runs on the calling thread "
+    "(torch.autograd.set_multithreading_enabled(False)), not on PyTorch's thread for the GPU"
+)
 GRAPHS_CONVENTION = (
     "--graphs: each call replays a CUDA graph of the method, captured after warm-up, for every method alike: "
     "the host's launch cost is left out; memory is that of the captured call"
@@ -75,6 +80,13 @@ def parse_args(argv):
         action="store_true",
         help="time every method as a CUDA graph replay (captured after warm-up): the GPU's work without the "
         "host's launch cost, which dominates short sequences",
+    )
+    p.add_argument(
+        "--no-autograd-threads",
+        action="store_true",
+        help="run every backward on the calling thread, as torch.autograd.set_multithreading_enabled(False) "
+        "does: PyTorch hands a backward to a thread of its own per GPU, which a Python autograd "
+        "Function (the course's) pays for in every step",
     )
     p.add_argument("--modes", default=",".join(MODES), help="fwd, fwd+bwd or both (default: %(default)s)")
     p.add_argument("--out", default="results/bench", help="folder for the PNGs, bench.csv and bench.json")
@@ -338,6 +350,13 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
+    import torch
+
+    with torch.autograd.set_multithreading_enabled(not args.no_autograd_threads):  # this thread only
+        return run(args, mode)
+
+
+def run(args, mode) -> int:
     from common import fixtures
     from common.loader import load_module
 
@@ -346,7 +365,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     gpu = "simulated GPU (numbers from a model, not measured)" if args.simulate else mode.description
     print(f"{gpu}; {env.versions()}\ncourse kernels from {target}; benchmark code from {code.__file__}")
-    conventions = CONVENTIONS | ({"graphs": GRAPHS_CONVENTION} if args.graphs else {})
+    conventions = (
+        CONVENTIONS
+        | ({"graphs": GRAPHS_CONVENTION} if args.graphs else {})
+        | ({"autograd": NO_AUTOGRAD_THREADS_CONVENTION} if args.no_autograd_threads else {})
+    )
     for key, text in conventions.items():
         print(f"  {key}: {text}")
     all_rows, pictures, start = [], [], time.monotonic()

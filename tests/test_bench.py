@@ -100,3 +100,27 @@ def test_simulated_run_with_graphs_labels_every_method_and_states_the_convention
     meta = json.loads((tmp_path / "bench.json").read_text())
     assert "graphs" in meta["conventions"] and len(meta["rows"]) == 2 * 2 * 2
     assert all(r["label"].endswith(", CUDA graph") and r["status"] == "ok" for r in meta["rows"])
+
+
+def test_no_autograd_threads_runs_backwards_on_the_calling_thread_and_says_so(tmp_path, capsys, monkeypatch):
+    """--no-autograd-threads holds while every method is made and timed, is stated with the
+    conventions, and is undone afterwards (torch's switch is per thread: the caller's is restored)."""
+    seen = []
+    original = bench.simulated_methods
+
+    def spy(*args, **kwargs):
+        seen.append(torch.autograd.is_multithreading_enabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "simulated_methods", spy)
+    argv = ["--simulate", "--shape", "1,2,64", "--sizes", "256", "--causal", "no", "--methods", "sdpa,course"]
+    assert bench.main(argv + ["--out", str(tmp_path / "plain")]) == 0
+    assert bench.main(argv + ["--out", str(tmp_path / "one"), "--no-autograd-threads"]) == 0
+    assert seen == [True, True, False, False] and torch.autograd.is_multithreading_enabled()
+    out = capsys.readouterr().out
+    assert out.count("--no-autograd-threads: every method's backward runs on the calling thread") == 1
+    meta = json.loads((tmp_path / "one" / "bench.json").read_text())
+    assert (
+        "autograd" in meta["conventions"]
+        and "autograd" not in json.loads((tmp_path / "plain" / "bench.json").read_text())["conventions"]
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import clean, skeletons
+from grader import bench, clean, skeletons
 from grader.__main__ import main as grade_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +120,23 @@ def test_make_help_separates_instructor_commands():
         assert command in students
     for command in ("make skeletons", "make release", "make autograde", "make clean"):
         assert command in instructors and command not in students
+
+
+def test_make_bench_passes_its_switches_to_the_benchmark():
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+
+    def command(*assignments):
+        lines = subprocess.run(
+            ["make", "-n", "bench", *assignments], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ).stdout.splitlines()
+        return next(line for line in lines if "-m grader.bench" in line).split("-m grader.bench", 1)[1].split()
+
+    plain, both = command(), command("GRAPHS=1", "AUTOGRAD_THREADS=0")
+    assert "--graphs" not in plain and "--no-autograd-threads" not in plain
+    assert "--no-autograd-threads" not in command("AUTOGRAD_THREADS=1")
+    args = bench.parse_args(both)
+    assert args.graphs and args.no_autograd_threads
 
 
 # ----------------------------------------------------------------------------- make clean
