@@ -37,6 +37,7 @@ import torch
 ONE_CONFIG = "COURSE_ONE_CONFIG"  # "1" in a grader: run one config, tune nothing
 PRINT = "TRITON_PRINT_AUTOTUNING"  # "1": print each tuning's timings and winner on stderr
 LONGEST_BUCKET = 8192
+_grading = os.environ.get(ONE_CONFIG) == "1"  # read once (a grader sets it for the processes it starts)
 
 
 def autotune(configs, key, prune):
@@ -75,8 +76,7 @@ class Autotuned:
     def run(self, grid, args, kwargs):
         """Launch with the config tuned for this call's key values and the first argument's dtype."""
         values = tuple(kwargs[k] if k in kwargs else args[i] for k, i in self.positions.items())
-        # A grader's untuned choice is kept apart: the same process may tune the key later.
-        first_only = os.environ.get(ONE_CONFIG) == "1"
+        first_only = _grading  # a grader's untuned choice is kept apart: this process may tune the key later
         exact = values + (args[0].dtype, first_only)
         best = self.seen.get(exact)
         if best is None:
@@ -177,18 +177,15 @@ def _report(kernel, key: dict, candidates, passes, winner) -> None:
 
 @contextlib.contextmanager
 def one_config():
-    """Within it, every tuned kernel runs the first config that fits, untimed, as the student's code
-    does in a grader (which sets COURSE_ONE_CONFIG=1 in its environment). Outside it, tuning is as
-    before: nothing chosen within it is taken for a tuned winner."""
-    before = os.environ.get(ONE_CONFIG)
-    os.environ[ONE_CONFIG] = "1"
+    """Within it, every tuned kernel of this process runs the first config that fits, untimed, as
+    the student's code does in a grader (whose processes start with COURSE_ONE_CONFIG=1). Outside
+    it, tuning is as before: nothing chosen within it is taken for a tuned winner."""
+    global _grading
+    before, _grading = _grading, True
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[ONE_CONFIG]
-        else:
-            os.environ[ONE_CONFIG] = before
+        _grading = before
 
 
 def capturing() -> bool:

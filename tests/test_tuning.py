@@ -5,6 +5,8 @@ launches one config without timing."""
 
 import json
 import os
+import subprocess
+import sys
 import types
 
 import pytest
@@ -110,7 +112,7 @@ def bench(monkeypatch, tmp_path):
     """A fake GPU for the tuner: its cache in tmp_path, each config's time from MILLISECONDS,
     and the configs that `failing` names do not compile."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(tuning.ONE_CONFIG, raising=False)
+    monkeypatch.setattr(tuning, "_grading", False)
     monkeypatch.setattr(tuning, "device_name", lambda: "Fake GPU")
     monkeypatch.setattr(FakeKernel, "launches", [])
     timed, failing = [], set()
@@ -204,9 +206,19 @@ def test_a_config_that_does_not_compile_is_never_chosen(bench):
 
 
 def test_grading_launches_the_first_config_without_timing(bench, monkeypatch):
-    monkeypatch.setenv(tuning.ONE_CONFIG, "1")
+    monkeypatch.setattr(tuning, "_grading", True)  # as in a process started with COURSE_ONE_CONFIG=1
     assert launch(tuned(), 100)[1] == 32
     assert bench.timed == [] and not (bench.folder / "course-tuning").exists()
+
+
+@pytest.mark.parametrize("value, grading", [("1", True), ("0", False), (None, False)])
+def test_a_process_started_by_a_grader_grades(value, grading):
+    env = {k: v for k, v in os.environ.items() if k != tuning.ONE_CONFIG} | (
+        {tuning.ONE_CONFIG: value} if value else {}
+    )
+    code = "from common import tuning; print(tuning._grading)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == str(grading), out.stderr
 
 
 def test_the_grader_runs_the_solution_as_the_student_code_runs(bench):
@@ -215,7 +227,7 @@ def test_the_grader_runs_the_solution_as_the_student_code_runs(bench):
     tuner = tuned()
     with tuning.one_config():
         assert launch(tuner, 100)[1] == 32 and bench.timed == []
-    assert tuning.ONE_CONFIG not in os.environ
+    assert not tuning._grading
     assert launch(tuner, 100)[1] == 64 and len(bench.timed) == ONE_TUNING
     with tuning.one_config():
         assert launch(tuner, 100)[1] == 32  # and back: the grader's choice again
@@ -224,7 +236,7 @@ def test_the_grader_runs_the_solution_as_the_student_code_runs(bench):
 def test_a_course_kernel_runs_through_the_tuner(gpu, monkeypatch):
     """The GPU launch path, run by the interpreter: exercise 04's kernel launched by its tuner
     (key values found by position and keyword, the config's blocks in the grid and the launch)."""
-    monkeypatch.setenv(tuning.ONE_CONFIG, "1")
+    monkeypatch.setattr(tuning, "_grading", True)
     gpu(SHARED_MEMORY["H200 (sm90)"])
     module = load_module(ROOT / "solutions" / KERNELS["_attn_fwd_tuned"][0])
     B, H, N, d = 1, 2, 100, 16
