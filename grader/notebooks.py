@@ -290,15 +290,16 @@ def execute(path: Path, timeout: int = CELL_TIMEOUT):
     from nbclient.exceptions import DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
-    client = lambda: NotebookClient(  # noqa: E731
-        nb,
-        timeout=timeout,
-        kernel_name="python3",
-        allow_errors=True,
-        resources={"metadata": {"path": str(Path(path).resolve().parent)}},
-    )
+
+    def run():
+        folder = str(Path(path).resolve().parent)
+        client = NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": folder}}
+        )
+        client.execute(env=course_environment())
+
     try:
-        with_kernel_restarts(lambda: client().execute(env=course_environment()))
+        with_kernel_restarts(run)
     except DeadKernelError as exc:
         return nb, f"the kernel died ({exc}): os._exit, a segfault or out of memory"
     return nb, None
