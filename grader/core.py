@@ -13,6 +13,7 @@ import torch
 
 from common import inputs
 from common.compare import CheckFailed
+from common.tuning import one_config
 
 NOT_IMPLEMENTED = "not implemented yet"
 
@@ -134,7 +135,8 @@ def run_check(chk: Check, impl, ctx: Context) -> Result:
         return result
     start = time.perf_counter()
     try:
-        note = chk.run(impl, ctx)  # a check may return a line for the student (a measured ratio)
+        with one_config():  # kernels run here (a notebook's, the solution 08 compares with) as a student's do
+            note = chk.run(impl, ctx)  # a check may return a line for the student (a measured ratio)
         result.earned, result.status = chk.points, "passed"
         result.message = note if isinstance(note, str) else ""
     except (CheckFailed, MissingFunction, ProcessEnded) as exc:

@@ -38,7 +38,6 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
     """
     with _stderr_to_stdout():
         from common import env
-        from common.tuning import one_config
         from grader.core import Context, run_check
         from grader.exercises import find
         from grader.loader import LocalImplementation
@@ -55,7 +54,7 @@ def run_check_cell(exercise_key: str, check_name: str, namespace: dict) -> float
         mode = env.setup()
         impl = LocalImplementation(namespace, "this notebook", exercise.kernels_only, siblings=_siblings(namespace))
         ctx = Context(device=mode.device, seed=SEED)
-        with gpu_turn(chk, ctx), one_config():  # as `make grade` runs kernels: one config, untuned
+        with gpu_turn(chk, ctx):
             result = run_check(chk, impl, ctx)
     print(exercise_report(exercise, [result]))
     if result.status == "needs a GPU":

@@ -255,3 +255,15 @@ def test_a_notebook_reports_student_errors_as_the_sandbox_does():
     result = run_check(exercise.checks[0], LocalImplementation({"matmul": matmul}, "this notebook"), Context("cpu", 1))
     assert result.status == "failed" and result.message.startswith("your code raised ValueError: shapes do not match")
     assert "test_runner.py" in result.message  # the student's line
+
+
+def test_every_check_runs_kernels_as_grading_does():
+    """run_check, which make grade, pytest and notebooks share, runs each check with one config per
+    kernel and no tuning (a notebook's kernels, the solution 08 compares with); after it, tuning is back."""
+    from common import tuning
+    from grader.core import Check, Context, run_check
+
+    seen = []
+    probe = Check("probe", 1, lambda impl, ctx: seen.append(tuning._grading), "records the tuner's mode")
+    assert run_check(probe, None, Context("cpu", 1)).status == "passed"
+    assert seen == [True] and not tuning._grading
