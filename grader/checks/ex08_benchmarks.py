@@ -713,8 +713,8 @@ def forward_speed(impl, ctx):
     )
     if ratio < 0.5:
         raise CheckFailed(
-            f"{note}. Both ran the first config of their autotuning list (grading runs one config, "
-            "untuned). Usual causes: masks on every key block (keep them to the last block and the "
+            f"{note}. Both ran the first config of their autotuning list that fits this GPU (grading runs "
+            "one config, untuned). Usual causes: masks on every key block (keep them to the last block and the "
             "diagonal), exp instead of exp2, p not cast to fp16 before the second tl.dot, a first config "
             f"with tiles smaller than the course's 64 x 32. {SHARED_GPU}"
         )
